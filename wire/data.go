@@ -1,0 +1,115 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// DATA (0x08, server -> client), id = subscription id, flags 0.
+//
+//	off   size  field
+//	0     8     first (u64): position of record 0
+//	8     4     count (u32, >= 1)
+//	12    ...   record run: count x (u32 len, payload); record i has position first+i
+//
+// The records fill the body exactly. The record run is byte for byte the
+// layout a streamlet buffer stores, and the frame header carries the
+// subscription id, so a server encodes the 12-byte prefix and the run once
+// and shares them among all subscribers of a channel: only the 10-byte header
+// differs per subscriber.
+
+// AppendRecord appends one record (u32 length, payload) of a DATA record run.
+func AppendRecord(dst []byte, payload []byte) []byte {
+	mustFit(TypeData, "record length", len(payload), math.MaxUint32)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
+	return append(dst, payload...)
+}
+
+// AppendDataHeader appends the 10-byte header and the 12-byte prefix of a
+// DATA frame whose record run of count records is recordsLen bytes long and
+// is sent separately (e.g. by a vectored write of stored bytes). The caller
+// guarantees that the run really holds count records in recordsLen bytes.
+func AppendDataHeader(dst []byte, subID uint32, first uint64, count uint32, recordsLen int) []byte {
+	dst = AppendHeader(dst, TypeData, 0, subID, DataPrefixLen+recordsLen)
+	dst = binary.BigEndian.AppendUint64(dst, first)
+	return binary.BigEndian.AppendUint32(dst, count)
+}
+
+// AppendData appends a whole DATA frame carrying payloads at positions
+// first, first+1, ... It is a convenience for tests and small batches; the
+// server's fan-out path uses AppendDataHeader and shares the record run.
+func AppendData(dst []byte, subID uint32, first uint64, payloads ...[]byte) []byte {
+	mustFit(TypeData, "record count", len(payloads), math.MaxUint32)
+	n := 0
+	for _, p := range payloads {
+		n += RecordHeaderLen + len(p)
+	}
+	dst = AppendDataHeader(dst, subID, first, uint32(len(payloads)), n)
+	for _, p := range payloads {
+		dst = AppendRecord(dst, p)
+	}
+	return dst
+}
+
+// DecodeData decodes a DATA body and validates that exactly count records
+// fill the record run, so that NextRecord can then iterate it without
+// further checks. records is a capacity-capped sub-slice of body. A count of
+// 0, a record overrunning the body, bytes left after the last record, or
+// positions that would pass MaxUint64 are malformed. It does not allocate.
+func DecodeData(body []byte) (first uint64, count uint32, records []byte, err error) {
+	d := decoder{b: body, frame: TypeData}
+	first = d.u64("first")
+	count = d.u32("count")
+	records = d.rest()
+	switch {
+	case d.err != nil:
+	case count == 0:
+		d.failf("record count 0")
+	case uint64(count) > uint64(len(records))/RecordHeaderLen:
+		// Every record takes at least its length field.
+		d.failf("record count %d cannot fit in %d bytes of records", count, len(records))
+	case first > math.MaxUint64-uint64(count-1):
+		d.failf("positions %d+%d overflow", first, count)
+	}
+	if d.err != nil {
+		return 0, 0, nil, d.err
+	}
+	off := 0
+	for i := uint32(0); i < count; i++ {
+		if len(records)-off < RecordHeaderLen {
+			d.failf("record %d of %d: length field at offset %d overruns the body (%d bytes)",
+				i, count, DataPrefixLen+off, len(body))
+			return 0, 0, nil, d.err
+		}
+		n := binary.BigEndian.Uint32(records[off:])
+		off += RecordHeaderLen
+		if uint64(n) > uint64(len(records)-off) {
+			d.failf("record %d of %d: length %d at offset %d overruns the body (%d bytes)",
+				i, count, n, DataPrefixLen+off-RecordHeaderLen, len(body))
+			return 0, 0, nil, d.err
+		}
+		off += int(n)
+	}
+	if off != len(records) {
+		d.failf("%d trailing bytes after %d records", len(records)-off, count)
+		return 0, 0, nil, d.err
+	}
+	return first, count, records, nil
+}
+
+// NextRecord splits the first record off a record run: it returns the
+// record's payload (a capacity-capped sub-slice of records) and the rest of
+// the run. ok is false when records is empty or does not start with a whole
+// record; on a run validated by DecodeData it is false only at the end.
+// It does not allocate.
+func NextRecord(records []byte) (payload, rest []byte, ok bool) {
+	if len(records) < RecordHeaderLen {
+		return nil, records, false
+	}
+	n := binary.BigEndian.Uint32(records)
+	if uint64(n) > uint64(len(records)-RecordHeaderLen) {
+		return nil, records, false
+	}
+	end := RecordHeaderLen + int(n)
+	return records[RecordHeaderLen:end:end], records[end:], true
+}
