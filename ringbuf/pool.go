@@ -1,0 +1,141 @@
+package ringbuf
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// Chunk size classes. Standard chunks grow geometrically per buffer, 2 KiB,
+// 4 KiB, ... up to stdChunkSize, so a buffer with a few small records holds a
+// few KiB, not 64 KiB. A record larger than stdChunkSize gets a dedicated
+// chunk rounded up to a multiple of stdChunkSize; those are pooled up to
+// maxPooledUnits*stdChunkSize (4 MiB) and left to the GC beyond.
+const (
+	minChunkShift   = 11 // 2 KiB
+	stdChunkSize    = 64 << 10
+	numSmallClasses = 6 // 2, 4, 8, 16, 32, 64 KiB
+	maxPooledUnits  = 64
+	numChunkClasses = numSmallClasses + maxPooledUnits - 1
+	unpooled        = -1
+)
+
+// chunk is a block of record bytes. It travels through the pools as a
+// pointer so that Put does not allocate.
+type chunk struct {
+	b     []byte
+	class int
+	slots int // table slots of one buffer naming this chunk (writer/recycler only)
+}
+
+// page is a block of index entries.
+type page struct {
+	e []entry
+}
+
+var (
+	chunkPools [numChunkClasses]sync.Pool
+	pagePools  [numPageClasses]sync.Pool
+	stats      poolCounters
+)
+
+// poolCounters are the package-wide pool statistics (monotonic counters).
+type poolCounters struct {
+	chunkAllocs, chunkReuses, chunkFrees atomic.Uint64
+	pageAllocs, pageReuses, pageFrees    atomic.Uint64
+}
+
+// PoolStats is a snapshot of the package-wide recycling counters. All values
+// are monotonic since process start.
+type PoolStats struct {
+	ChunkAllocs uint64 // chunks allocated fresh from the heap
+	ChunkReuses uint64 // chunks taken from a pool (recycled memory)
+	ChunkFrees  uint64 // chunks returned by recycled buffers
+	PageAllocs  uint64 // index pages allocated fresh
+	PageReuses  uint64 // index pages taken from a pool
+	PageFrees   uint64 // index pages returned by recycled buffers
+}
+
+// ReadPoolStats returns the current recycling counters. Safe from any
+// goroutine; the fields are read one by one, not as one atomic snapshot.
+func ReadPoolStats() PoolStats {
+	return PoolStats{
+		ChunkAllocs: stats.chunkAllocs.Load(),
+		ChunkReuses: stats.chunkReuses.Load(),
+		ChunkFrees:  stats.chunkFrees.Load(),
+		PageAllocs:  stats.pageAllocs.Load(),
+		PageReuses:  stats.pageReuses.Load(),
+		PageFrees:   stats.pageFrees.Load(),
+	}
+}
+
+// smallClass returns the smallest standard class holding need bytes
+// (need <= stdChunkSize).
+func smallClass(need int) int {
+	return max(0, bits.Len(uint(need-1))-minChunkShift)
+}
+
+// largeClass returns the class and allocation size of a dedicated chunk for
+// need > stdChunkSize bytes; the class is unpooled beyond maxPooledUnits.
+func largeClass(need int) (class, size int) {
+	units := (need + stdChunkSize - 1) / stdChunkSize
+	if units > maxPooledUnits {
+		return unpooled, need
+	}
+	return numSmallClasses + units - 2, units * stdChunkSize
+}
+
+// chunkSize returns the allocation size of a pooled class.
+func chunkSize(class int) int {
+	if class < numSmallClasses {
+		return 1 << (minChunkShift + class)
+	}
+	return (class - numSmallClasses + 2) * stdChunkSize
+}
+
+// getChunkClass returns a chunk of a pooled class, recycled if possible.
+// Its bytes are not zeroed: every byte a reader can see is written first.
+func getChunkClass(class int) *chunk {
+	if c, ok := chunkPools[class].Get().(*chunk); ok {
+		stats.chunkReuses.Add(1)
+		return c
+	}
+	stats.chunkAllocs.Add(1)
+	return &chunk{b: make([]byte, chunkSize(class)), class: class}
+}
+
+// getChunk returns a dedicated chunk for a record of need > stdChunkSize bytes.
+func getChunk(need int) *chunk {
+	class, size := largeClass(need)
+	if class == unpooled {
+		stats.chunkAllocs.Add(1)
+		return &chunk{b: make([]byte, size), class: unpooled}
+	}
+	return getChunkClass(class)
+}
+
+// putChunk returns c to its pool. The caller guarantees no reference to its
+// bytes remains (see Buffer.recycle).
+func putChunk(c *chunk) {
+	stats.chunkFrees.Add(1)
+	if c.class == unpooled {
+		return
+	}
+	chunkPools[c.class].Put(c)
+}
+
+// getPage returns an index page of the class, recycled if possible.
+func getPage(class int) *page {
+	if p, ok := pagePools[class].Get().(*page); ok {
+		stats.pageReuses.Add(1)
+		return p
+	}
+	stats.pageAllocs.Add(1)
+	return &page{e: make([]entry, 1<<(firstPageShift+class))}
+}
+
+// putPage returns p to its pool.
+func putPage(p *page) {
+	stats.pageFrees.Add(1)
+	pagePools[pageClass(bits.Len(uint(len(p.e)))-1-firstPageShift)].Put(p)
+}
