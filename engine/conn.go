@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"github.com/panjf2000/gnet/v2"
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// maxIov caps the vectors handed to one writev (IOV_MAX is 1024 on Linux);
+// a connection with more pending vectors is flushed early.
+const maxIov = 1000
+
+// conn is one client connection. It is owned by its event loop: every
+// field is read and written only on that loop's goroutine (in gnet
+// callbacks or in tasks the loop executes), so it needs no lock.
+//
+// Output is assembled per loop iteration and written with one writev per
+// connection at the end of it (conn.flush): own bytes (headers, acks,
+// small frames) go to scratch, shared DATA bodies are referenced in iov
+// without copying. gnet copies whatever the socket does not take at once
+// into its outbound buffer, so after flush nothing references the
+// streamlet memory any more.
+type conn struct {
+	gc     gnet.Conn
+	l      *loop
+	opened int64 // unix ns, for the handshake deadline
+
+	hello   bool
+	closing bool // a fatal error was queued; input is ignored
+	closed  bool // gnet closed it; cleanup done or pending
+	dirty   bool // in l.dirty
+
+	subs map[uint32]*sub
+	acks []wire.Ack
+
+	iov      [][]byte
+	scratch  []byte
+	ownBegin int  // start in scratch of the last iov entry when lastOwn
+	lastOwn  bool // the last iov entry is the tail of scratch
+	pending  int  // bytes in iov not yet handed to gnet
+}
+
+// outbound is the number of bytes waiting to be written to the peer.
+func (c *conn) outbound() int { return c.pending + c.gc.OutboundBuffered() }
+
+// ownStart begins appending own bytes; pass its results to ownEnd.
+func (c *conn) ownStart() (start, capBefore int) { return len(c.scratch), cap(c.scratch) }
+
+// ownEnd records scratch[start:] as the next output, merging it with the
+// previous own entry when they are adjacent in the same backing array.
+func (c *conn) ownEnd(start, capBefore int) {
+	end := len(c.scratch)
+	if end == start {
+		return
+	}
+	if c.lastOwn && cap(c.scratch) == capBefore && len(c.iov) > 0 {
+		c.iov[len(c.iov)-1] = c.scratch[c.ownBegin:end:end]
+	} else {
+		// A new entry; if append moved scratch, earlier entries keep the
+		// old array alive until the flush.
+		c.iov = append(c.iov, c.scratch[start:end:end])
+		c.ownBegin = start
+	}
+	c.lastOwn = true
+	c.pending += end - start
+	c.markDirty()
+}
+
+// shared appends b to the output without copying; b must stay valid and
+// unchanged until the next flush.
+func (c *conn) shared(b []byte) {
+	c.iov = append(c.iov, b)
+	c.lastOwn = false
+	c.pending += len(b)
+	c.markDirty()
+}
+
+func (c *conn) markDirty() {
+	if !c.dirty {
+		c.dirty = true
+		c.l.dirty = append(c.l.dirty, c)
+	}
+}
+
+// flush hands the pending output to gnet in one writev.
+func (c *conn) flush() {
+	if len(c.iov) > 0 && !c.closed {
+		_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
+	}
+	clear(c.iov)
+	c.iov = c.iov[:0]
+	if cap(c.scratch) > 1<<20 {
+		c.scratch = nil
+	} else {
+		c.scratch = c.scratch[:0]
+	}
+	c.lastOwn = false
+	c.pending = 0
+}
+
+// sendError queues an ERROR frame. A fatal code also marks the connection
+// closing: its input is ignored and it is closed after the output is
+// flushed.
+func (c *conn) sendError(id uint32, code wire.Code, text string) {
+	if c.closing || c.closed {
+		return
+	}
+	s, k := c.ownStart()
+	c.scratch = wire.AppendError(c.scratch, id, wire.Error{Code: code, Retriable: code.Retriable(), Text: text})
+	c.ownEnd(s, k)
+	if code.Fatal() {
+		c.closing = true
+		c.l.closeAfterFlush = append(c.l.closeAfterFlush, c)
+	}
+}
+
+// sendGap queues a GAP frame for subscription subID.
+func (c *conn) sendGap(subID uint32, from, to uint64, r wire.GapReason) {
+	s, k := c.ownStart()
+	c.scratch = wire.AppendGap(c.scratch, subID, wire.Gap{From: from, To: to, Reason: r})
+	c.ownEnd(s, k)
+}
+
+// sendData queues a DATA frame for subID whose body is prefix followed by
+// the record run; prefix and run are shared, only the header is copied.
+func (c *conn) sendData(subID uint32, prefix []byte, run [][]byte, nbytes int) {
+	s, k := c.ownStart()
+	c.scratch = wire.AppendHeader(c.scratch, wire.TypeData, 0, subID, len(prefix)+nbytes)
+	c.ownEnd(s, k)
+	c.shared(prefix)
+	for _, b := range run {
+		c.shared(b)
+	}
+	if len(c.iov) > maxIov {
+		c.flush()
+	}
+}
+
+// flushAcks encodes the acknowledgements gathered in this iteration into
+// as few PUBACK frames as the limits allow.
+func (c *conn) flushAcks(maxBody uint32) {
+	per := min(wire.MaxAcks, int(maxBody-2)/12)
+	for i := 0; i < len(c.acks); i += per {
+		s, k := c.ownStart()
+		c.scratch = wire.AppendPubAck(c.scratch, c.acks[i:min(i+per, len(c.acks))])
+		c.ownEnd(s, k)
+	}
+	c.acks = c.acks[:0]
+}

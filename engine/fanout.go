@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// gateway is the registry of channels this node's gateway loops use. For
+// each channel it records which loops have subscribers (readers), so that
+// a publish wakes exactly those loops. Loops hold references; an entry is
+// removed when no loop uses the channel any more.
+type gateway struct {
+	loops int
+	mu    sync.Mutex
+	m     map[string]*gwChan
+}
+
+// gwChan is one channel's entry. readers[i] is loop i's view when it has
+// subscribers, nil otherwise; written by loop i, read by every loop.
+type gwChan struct {
+	name    string
+	refs    int // loops holding it; guarded by gateway.mu
+	readers []atomic.Pointer[loopChan]
+}
+
+func newGateway(loops int) *gateway {
+	return &gateway{loops: loops, m: make(map[string]*gwChan)}
+}
+
+func (g *gateway) acquire(name string) *gwChan {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gc := g.m[name]
+	if gc == nil {
+		gc = &gwChan{name: name, readers: make([]atomic.Pointer[loopChan], g.loops)}
+		g.m[name] = gc
+	}
+	gc.refs++
+	return gc
+}
+
+func (g *gateway) release(gc *gwChan) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gc.refs--; gc.refs == 0 {
+		delete(g.m, gc.name)
+	}
+}
+
+// notify wakes the readers of the channel after messages were appended by
+// loop from: from's own view is served inline, other loops get a task
+// (at most one pending per loop and channel, so bursts coalesce).
+func (gc *gwChan) notify(from *loop) {
+	for i := range gc.readers {
+		lc := gc.readers[i].Load()
+		if lc == nil {
+			continue
+		}
+		if lc.l == from {
+			lc.deliver()
+		} else {
+			lc.schedule()
+		}
+	}
+}
+
+// loopChan is one loop's view of a channel: its cached write grant and the
+// shared read path of all the loop's subscribers to the channel. Owned by
+// the loop, except scheduled, which other loops set.
+type loopChan struct {
+	l       *loop
+	name    string
+	gc      *gwChan
+	lastUse int64
+	touched bool
+
+	// write side: the streamlet of the current write grant.
+	w      *streamlet
+	wAfter uint64 // streamlet whose grant stopped working
+
+	// read side. live subscribers are at position live.pos and share one
+	// read stream; catchup subscribers have cursors of their own and join
+	// live when they reach it.
+	live      cursor
+	liveSubs  []*sub
+	catchup   []*sub
+	nsubs     int
+	scheduled atomic.Bool
+	retry     bool // a catch-up is waiting for its connection to drain
+}
+
+// sub is one subscription of one connection.
+type sub struct {
+	c        *conn
+	id       uint32
+	lc       *loopChan
+	cur      cursor // used while catching up
+	skipping bool   // slow: messages from skipFrom on were not sent
+	skipFrom uint64
+}
+
+// cursor is a read position in a channel and the streamlet holding it.
+type cursor struct {
+	s   *streamlet
+	pos uint64
+}
+
+// maxBatch bounds the record bytes of one DATA frame.
+const maxBatch = 64 << 10
+
+// catchupBudget bounds the bytes one catch-up subscriber is sent per
+// task, so that replays share the loop with live traffic.
+const catchupBudget = 256 << 10
+
+// append writes payload to the channel under this loop's write grant,
+// asking the manager for a new grant when the streamlet refuses.
+func (lc *loopChan) append(payload []byte) (uint64, error) {
+	srv := lc.l.srv
+	for attempt := 0; attempt < 8; attempt++ {
+		if lc.w == nil {
+			g, err := srv.mgr.WriteGrant(lc.name, lc.wAfter)
+			if err != nil {
+				return 0, err
+			}
+			lc.w = srv.host.Streamlet(g.Streamlet)
+			if lc.w == nil {
+				lc.wAfter = g.Streamlet
+				continue
+			}
+		}
+		pos, err := lc.w.append(payload, lc.l.now)
+		if err == nil {
+			return pos, nil
+		}
+		lc.wAfter = lc.w.id
+		lc.w = nil
+	}
+	return 0, fmt.Errorf("%w: no streamlet of %q takes writes", errStreamletClosed, lc.name)
+}
+
+func (lc *loopChan) schedule() {
+	if lc.scheduled.CompareAndSwap(false, true) {
+		lc.l.execute(lc.run)
+	}
+}
+
+func (lc *loopChan) run() {
+	lc.scheduled.Store(false)
+	lc.deliver()
+}
+
+// readResult is what cursor.read found.
+type readResult struct {
+	kind   int // readNone, readData or readGap
+	first  uint64
+	count  int
+	nbytes int
+	gapTo  uint64
+}
+
+const (
+	readNone = iota
+	readData
+	readGap
+)
+
+// read finds the next messages at cur.pos, up to position limit
+// (exclusive; 0 means no limit) and about maxBytes. For readData the record
+// run is appended to l.iov and the streamlet stays acquired (in l.held)
+// until the loop flushes. For readGap, positions [cur.pos, gapTo] are no
+// longer retained. The caller advances cur.pos.
+func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
+	l := lc.l
+	for tries := 0; tries < 16; tries++ {
+		if cur.s == nil {
+			info, ok := l.srv.mgr.Info(lc.name, false)
+			if !ok {
+				return readResult{}
+			}
+			if cur.pos < info.Earliest {
+				return readResult{kind: readGap, gapTo: info.Earliest - 1}
+			}
+			i := info.Locate(cur.pos)
+			if i < 0 {
+				return readResult{}
+			}
+			if cur.s = l.srv.host.Streamlet(info.Streamlets[i].ID); cur.s == nil {
+				continue // freed meanwhile: look again
+			}
+		}
+		s := cur.s
+		if cur.pos < s.first || !s.buf.Acquire() {
+			cur.s = nil
+			continue
+		}
+		sealed := s.buf.Sealed() // before Len: once sealed, Len is final
+		n := s.buf.Len()
+		from := int(cur.pos - s.first)
+		to := n
+		if limit != 0 && limit-s.first < uint64(to) {
+			to = int(limit - s.first)
+		}
+		if from < to {
+			var end, nb int
+			l.iov, end, nb = s.buf.AppendRun(l.iov[:0], from, to, maxBytes)
+			l.held = append(l.held, s)
+			return readResult{kind: readData, first: cur.pos, count: end - from, nbytes: nb}
+		}
+		s.buf.Release()
+		if sealed && from >= n {
+			cur.s = nil // continue in the next streamlet
+			continue
+		}
+		return readResult{}
+	}
+	return readResult{}
+}
+
+// prefix returns the shared 12-byte DATA prefix for a batch.
+func (l *loop) prefix(first uint64, count int) []byte {
+	start := len(l.shared)
+	l.shared = binary.BigEndian.AppendUint64(l.shared, first)
+	l.shared = binary.BigEndian.AppendUint32(l.shared, uint32(count))
+	return l.shared[start:len(l.shared):len(l.shared)]
+}
+
+// deliver advances the shared live stream to the end of what is written,
+// sending each batch to every live subscriber, then lets catch-up
+// subscribers read.
+func (lc *loopChan) deliver() {
+	if lc.nsubs == 0 {
+		return
+	}
+	l := lc.l
+	for {
+		r := lc.read(&lc.live, 0, min(maxBatch, int(l.srv.maxBody)-wire.DataPrefixLen))
+		if r.kind == readNone {
+			break
+		}
+		if r.kind == readGap {
+			for _, s := range lc.liveSubs {
+				s.c.sendGap(s.id, lc.live.pos, r.gapTo, wire.GapExpired)
+			}
+			lc.live.pos = r.gapTo + 1
+			continue
+		}
+		p := l.prefix(r.first, r.count)
+		for _, s := range lc.liveSubs {
+			s.send(r, p, l.iov)
+		}
+		lc.live.pos += uint64(r.count)
+	}
+	lc.deliverCatchup()
+}
+
+// send delivers one live batch to s, applying the slow-consumer policy.
+func (s *sub) send(r readResult, prefix []byte, run [][]byte) {
+	c := s.c
+	if c.closing || c.closed {
+		return
+	}
+	srv := c.l.srv
+	if c.outbound() > srv.opts.OutboundLimit {
+		if srv.opts.SlowPolicy == SlowDisconnect {
+			c.sendError(0, wire.CodeSlowConsumer,
+				fmt.Sprintf("more than %d bytes pending to subscriber", srv.opts.OutboundLimit))
+			return
+		}
+		if !s.skipping {
+			s.skipping, s.skipFrom = true, r.first
+			srv.slowSkips.Add(1)
+		}
+		return
+	}
+	if s.skipping {
+		c.sendGap(s.id, s.skipFrom, r.first-1, wire.GapSlow)
+		s.skipping = false
+	}
+	c.sendData(s.id, prefix, run, r.nbytes)
+}
+
+// deliverCatchup lets each catch-up subscriber read towards the live
+// position, within a budget and while its connection is under the
+// outbound limit; a subscriber that reaches the live position joins the
+// shared stream.
+func (lc *loopChan) deliverCatchup() {
+	l := lc.l
+	more, blocked := false, false
+	for i := 0; i < len(lc.catchup); {
+		s := lc.catchup[i]
+		c := s.c
+		budget := catchupBudget
+		for s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
+			if c.outbound() > l.srv.opts.OutboundLimit {
+				blocked = true
+				break
+			}
+			r := lc.read(&s.cur, lc.live.pos, min(maxBatch, int(l.srv.maxBody)-wire.DataPrefixLen))
+			if r.kind == readNone {
+				break
+			}
+			if r.kind == readGap {
+				c.sendGap(s.id, s.cur.pos, r.gapTo, wire.GapExpired)
+				s.cur.pos = r.gapTo + 1
+				continue
+			}
+			c.sendData(s.id, l.prefix(r.first, r.count), l.iov, r.nbytes)
+			s.cur.pos += uint64(r.count)
+			budget -= r.nbytes
+		}
+		if s.cur.pos == lc.live.pos {
+			s.cur.s = nil
+			lc.catchup[i] = lc.catchup[len(lc.catchup)-1]
+			lc.catchup[len(lc.catchup)-1] = nil
+			lc.catchup = lc.catchup[:len(lc.catchup)-1]
+			lc.liveSubs = append(lc.liveSubs, s)
+			continue
+		}
+		if s.cur.pos < lc.live.pos && budget <= 0 {
+			more = true
+		}
+		i++
+	}
+	switch {
+	case more:
+		lc.schedule()
+	case blocked && !lc.retry:
+		// Nothing tells us when a socket drains: look again shortly.
+		lc.retry = true
+		time.AfterFunc(2*time.Millisecond, func() {
+			lc.l.execute(func() {
+				lc.retry = false
+				lc.deliver()
+			})
+		})
+	}
+}
+
+// addSub registers a new subscription starting at position start.
+func (lc *loopChan) addSub(s *sub, start uint64) {
+	if lc.nsubs == 0 {
+		lc.gc.readers[lc.l.idx].Store(lc)
+		lc.l.srv.mgr.Interest(lc.name, +1)
+	}
+	lc.nsubs++
+	s.cur = cursor{pos: start}
+	if start == lc.live.pos {
+		lc.liveSubs = append(lc.liveSubs, s)
+	} else {
+		lc.catchup = append(lc.catchup, s)
+	}
+}
+
+// removeSub forgets s; the last one unregisters the loop as a reader.
+func (lc *loopChan) removeSub(s *sub) {
+	lc.liveSubs = removeFrom(lc.liveSubs, s)
+	lc.catchup = removeFrom(lc.catchup, s)
+	lc.nsubs--
+	if lc.nsubs == 0 {
+		lc.gc.readers[lc.l.idx].Store(nil)
+		lc.l.srv.mgr.Interest(lc.name, -1)
+		lc.live = cursor{}
+		lc.lastUse = lc.l.now
+	}
+}
+
+func removeFrom(list []*sub, s *sub) []*sub {
+	for i, x := range list {
+		if x == s {
+			copy(list[i:], list[i+1:])
+			list[len(list)-1] = nil
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}

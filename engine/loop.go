@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// loop is Sluice's state for one gnet event loop. Every field is owned by
+// that loop's goroutine: it is touched only from gnet callbacks of the
+// loop's connections and from tasks run with el.Execute.
+type loop struct {
+	idx int
+	el  gnet.EventLoop
+	srv *Server
+
+	now   int64 // unix ns, read once per iteration
+	busy  bool  // inside a callback or task: closes are deferred to reap
+	conns map[*conn]struct{}
+	chans map[string]*loopChan // this loop's view of channels it uses
+
+	touched         []*loopChan // channels published to in this iteration
+	dirty           []*conn     // connections with pending output
+	ackers          []*conn     // connections with pending acks
+	held            []*streamlet
+	shared          []byte // DATA prefixes referenced by pending output
+	iov             [][]byte
+	closeAfterFlush []*conn
+	reap            []*conn
+}
+
+func newLoop(idx int, el gnet.EventLoop, srv *Server) *loop {
+	return &loop{idx: idx, el: el, srv: srv, conns: make(map[*conn]struct{}), chans: make(map[string]*loopChan)}
+}
+
+// begin starts a loop iteration (a callback or a task).
+func (l *loop) begin() {
+	l.busy = true
+	l.now = l.srv.clock().UnixNano()
+}
+
+// end finishes an iteration: acks are encoded, readers of the channels
+// published to are woken (this loop's inline, other loops by a task),
+// every dirty connection is written with one writev, and connections
+// closed meanwhile are cleaned up.
+func (l *loop) end() {
+	for _, c := range l.ackers {
+		c.flushAcks(l.srv.maxBody)
+	}
+	clear(l.ackers)
+	l.ackers = l.ackers[:0]
+	for i := 0; i < len(l.touched); i++ { // local delivery may touch more
+		lc := l.touched[i]
+		lc.touched = false
+		lc.gc.notify(l)
+	}
+	clear(l.touched)
+	l.touched = l.touched[:0]
+	l.flush()
+	for _, c := range l.closeAfterFlush {
+		if !c.closed {
+			_ = l.el.Close(c.gc)
+		}
+	}
+	clear(l.closeAfterFlush)
+	l.closeAfterFlush = l.closeAfterFlush[:0]
+	for _, c := range l.reap {
+		l.cleanup(c)
+	}
+	clear(l.reap)
+	l.reap = l.reap[:0]
+	l.busy = false
+}
+
+// flush writes every dirty connection and then drops the streamlet
+// references and shared prefixes that the output referenced.
+func (l *loop) flush() {
+	for _, c := range l.dirty {
+		c.dirty = false
+		c.flush()
+	}
+	clear(l.dirty)
+	l.dirty = l.dirty[:0]
+	for _, s := range l.held {
+		s.buf.Release()
+	}
+	clear(l.held)
+	l.held = l.held[:0]
+	l.shared = l.shared[:0]
+}
+
+// task adapts a function to gnet.Runnable, wrapping it in begin/end.
+type task struct {
+	l  *loop
+	fn func()
+}
+
+func (t task) Run(context.Context) error {
+	t.l.begin()
+	t.fn()
+	t.l.end()
+	return nil
+}
+
+// execute runs fn on the loop's goroutine later.
+func (l *loop) execute(fn func()) {
+	_ = l.el.Execute(context.Background(), task{l, fn})
+}
+
+func (l *loop) open(gc gnet.Conn) *conn {
+	c := &conn{gc: gc, l: l, opened: l.srv.clock().UnixNano(), subs: make(map[uint32]*sub)}
+	gc.SetContext(c)
+	l.conns[c] = struct{}{}
+	return c
+}
+
+// closed is gnet's OnClose for c.
+func (l *loop) closed(c *conn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if l.busy {
+		l.reap = append(l.reap, c)
+	} else {
+		l.cleanup(c)
+	}
+}
+
+func (l *loop) cleanup(c *conn) {
+	for _, s := range c.subs {
+		s.lc.removeSub(s)
+	}
+	clear(c.subs)
+	delete(l.conns, c)
+	l.srv.conns.Add(-1)
+}
+
+// traffic is gnet's OnTraffic: decode every complete frame, act on it,
+// and leave a partial frame in gnet's buffer. A frame's declared length
+// is checked before its bytes are waited for, so at most HeaderLen+maxBody
+// bytes of one frame are ever buffered.
+func (l *loop) traffic(c *conn) gnet.Action {
+	l.begin()
+	buf, _ := c.gc.Peek(-1)
+	off := 0
+	limit := l.srv.maxBody
+	if !c.hello {
+		// Before the handshake only a HELLO is valid: never buffer more
+		// than the smallest body limit for an unidentified peer.
+		limit = wire.MinMaxBody
+	}
+	for !c.closing && !c.closed {
+		h, body, n, err := wire.Split(buf[off:], limit)
+		if err == wire.ErrIncomplete {
+			break
+		}
+		if err != nil {
+			code := wire.CodeProtocolError
+			if isTooLarge(err) {
+				code = wire.CodeFrameTooLarge
+			}
+			c.sendError(h.ID, code, err.Error())
+			break
+		}
+		off += n
+		l.frame(c, h, body)
+	}
+	if c.closing {
+		off = len(buf)
+	}
+	_, _ = c.gc.Discard(off)
+	l.end()
+	return gnet.None
+}
+
+func (l *loop) frame(c *conn, h wire.Header, body []byte) {
+	if !c.hello {
+		l.hello(c, h, body)
+		return
+	}
+	switch h.Type {
+	case wire.TypePublish:
+		l.publish(c, h, body)
+	case wire.TypeSubscribe:
+		sb, err := wire.DecodeSubscribe(body)
+		if err != nil {
+			c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+			return
+		}
+		l.subscribe(c, h.ID, sb)
+	case wire.TypeUnsubscribe:
+		id, err := wire.DecodeUnsubscribe(body)
+		if err != nil {
+			c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+			return
+		}
+		l.unsubscribe(c, h.ID, id)
+	case wire.TypePing:
+		if err := wire.DecodePing(body); err != nil {
+			c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+			return
+		}
+		s, k := c.ownStart()
+		c.scratch = wire.AppendPong(c.scratch, h.ID)
+		c.ownEnd(s, k)
+	case wire.TypePong:
+	case wire.TypeHello:
+		c.sendError(h.ID, wire.CodeHelloRequired, "HELLO was already received on this connection")
+	default:
+		if h.Type.Known() {
+			c.sendError(h.ID, wire.CodeProtocolError, fmt.Sprintf("%v is not a client frame", h.Type))
+		} else {
+			c.sendError(h.ID, wire.CodeUnknownType, fmt.Sprintf("unknown frame type 0x%02x", uint8(h.Type)))
+		}
+	}
+}
+
+func (l *loop) hello(c *conn, h wire.Header, body []byte) {
+	if h.Type != wire.TypeHello {
+		c.sendError(h.ID, wire.CodeHelloRequired, fmt.Sprintf("%v before HELLO", h.Type))
+		return
+	}
+	hello, err := wire.DecodeHello(body)
+	if err != nil {
+		c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+		return
+	}
+	v, ok := wire.Negotiate(hello.MinVersion, hello.MaxVersion, wire.Version1, wire.Version1)
+	if !ok {
+		c.sendError(h.ID, wire.CodeUnsupportedVersion,
+			fmt.Sprintf("client speaks versions %d..%d, server speaks %d", hello.MinVersion, hello.MaxVersion, wire.Version1))
+		return
+	}
+	c.hello = true
+	s, k := c.ownStart()
+	w := l.srv.welcome
+	w.Version = v
+	c.scratch = wire.AppendWelcome(c.scratch, h.ID, w)
+	c.ownEnd(s, k)
+}
+
+func (l *loop) publish(c *conn, h wire.Header, body []byte) {
+	name, payload, err := wire.DecodePublish(body)
+	if err != nil {
+		c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+		return
+	}
+	if len(payload) > l.srv.opts.MaxPayload {
+		c.sendError(h.ID, wire.CodePayloadTooLarge,
+			fmt.Sprintf("payload of %d bytes exceeds the limit of %d", len(payload), l.srv.opts.MaxPayload))
+		return
+	}
+	lc := l.chans[string(name)]
+	if lc == nil {
+		if err := wire.ValidChannel(name); err != nil {
+			c.sendError(h.ID, wire.CodeInvalidChannel, err.Error())
+			return
+		}
+		lc = l.channel(string(name))
+	}
+	pos, err := lc.append(payload)
+	if err != nil {
+		c.sendError(h.ID, wire.CodeUnavailable, err.Error())
+		return
+	}
+	lc.lastUse = l.now
+	if !lc.touched {
+		lc.touched = true
+		l.touched = append(l.touched, lc)
+	}
+	if h.Flags&wire.FlagAck != 0 {
+		if len(c.acks) == 0 {
+			l.ackers = append(l.ackers, c)
+		}
+		c.acks = append(c.acks, wire.Ack{ID: h.ID, Position: pos})
+	}
+}
+
+// channel returns this loop's view of the channel, creating it.
+func (l *loop) channel(name string) *loopChan {
+	if lc := l.chans[name]; lc != nil {
+		return lc
+	}
+	lc := &loopChan{l: l, name: name, gc: l.srv.gw.acquire(name), lastUse: l.now}
+	l.chans[name] = lc
+	return lc
+}
+
+// sweep runs periodically on the loop: it closes connections that did not
+// complete the handshake in time and forgets idle channel views.
+func (l *loop) sweep() {
+	deadline := l.now - int64(l.srv.opts.HandshakeTimeout)
+	for c := range l.conns {
+		if !c.hello && !c.closing && c.opened < deadline {
+			c.sendError(0, wire.CodeHandshakeTimeout,
+				fmt.Sprintf("no HELLO within %v", l.srv.opts.HandshakeTimeout))
+		}
+	}
+	idle := l.now - int64(time.Second)
+	for name, lc := range l.chans {
+		if lc.nsubs == 0 && !lc.touched && lc.lastUse < idle {
+			delete(l.chans, name)
+			l.srv.gw.release(lc.gc)
+		}
+	}
+}
+
+// goAway tells every connection that the server is shutting down.
+func (l *loop) goAway() {
+	for c := range l.conns {
+		if c.closing || c.closed {
+			continue
+		}
+		s, k := c.ownStart()
+		c.scratch = wire.AppendGoAway(c.scratch, wire.GoAway{Code: wire.CodeShuttingDown, Text: "server shutting down"})
+		c.ownEnd(s, k)
+	}
+}

@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// SlowPolicy says what happens to a subscriber whose connection has more
+// than Options.OutboundLimit bytes waiting to be written.
+type SlowPolicy string
+
+const (
+	// SlowSkip drops the subscriber's backlog, sends GAP reason slow with
+	// the skipped range and continues at the live edge.
+	SlowSkip SlowPolicy = "skip"
+	// SlowDisconnect sends ERROR SLOW_CONSUMER and closes the connection.
+	SlowDisconnect SlowPolicy = "disconnect"
+)
+
+// ChannelRule overrides streamlet limits for channels whose name starts with
+// Prefix. The longest matching prefix wins; zero fields inherit the server's
+// value.
+type ChannelRule struct {
+	Prefix    string
+	LimitMsgs int
+	LimitSize int
+	LimitLife time.Duration
+	TTL       time.Duration
+}
+
+// Options configures a Server. Start a value with DefaultOptions; every
+// field is checked by Validate.
+type Options struct {
+	// Listen is the TCP address for clients. Port 0 picks a free port;
+	// Server.Addr reports the one chosen.
+	Listen string
+	// Loops is the number of event loops (0 = one per CPU).
+	Loops int
+	// ServerName is sent to clients in WELCOME.
+	ServerName string
+
+	// MaxConns caps concurrent client connections; past it a new
+	// connection gets ERROR TOO_MANY_CONNECTIONS and is closed.
+	MaxConns int
+	// MaxSubsPerConn caps subscriptions on one connection.
+	MaxSubsPerConn int
+	// MaxPayload is the largest message payload accepted, in bytes.
+	MaxPayload int
+
+	// LimitMsgs, LimitSize and LimitLife close a streamlet for writes when
+	// it holds LimitMsgs messages, when the next message would take it over
+	// LimitSize stored bytes, or when its write lease of LimitLife ends.
+	LimitMsgs int
+	LimitSize int
+	LimitLife time.Duration
+	// TTL is how long a closed streamlet keeps serving reads before it is
+	// freed (the channel's retention).
+	TTL time.Duration
+	// ChannelRules override the four limits above per channel-name prefix.
+	ChannelRules []ChannelRule
+
+	// OutboundLimit bounds the bytes waiting to be written to one
+	// connection. Past it SlowPolicy applies to live subscribers, replays
+	// pause, and a connection that still does not read is closed at twice
+	// the limit.
+	OutboundLimit int
+	SlowPolicy    SlowPolicy
+
+	// PingInterval is advertised to clients in WELCOME.
+	PingInterval time.Duration
+	// HandshakeTimeout closes a connection that has not completed HELLO in
+	// this time.
+	HandshakeTimeout time.Duration
+
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	// now replaces the clock in tests (nil = time.Now).
+	now func() time.Time
+}
+
+// DefaultOptions returns the defaults of BRIEF.md: limit-msgs 5,000,
+// limit-size 2 MiB, limit-life 4 s, TTL 60 s, max payload 1 MiB.
+func DefaultOptions() Options {
+	return Options{
+		Listen:           "127.0.0.1:7400",
+		ServerName:       "sluice",
+		MaxConns:         100_000,
+		MaxSubsPerConn:   1024,
+		MaxPayload:       1 << 20,
+		LimitMsgs:        5000,
+		LimitSize:        2 << 20,
+		LimitLife:        4 * time.Second,
+		TTL:              60 * time.Second,
+		OutboundLimit:    8 << 20,
+		SlowPolicy:       SlowSkip,
+		PingInterval:     30 * time.Second,
+		HandshakeTimeout: 5 * time.Second,
+	}
+}
+
+// ErrInvalidOptions is wrapped by every error Validate returns.
+var ErrInvalidOptions = errors.New("engine: invalid options")
+
+func optErr(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
+}
+
+// Validate checks every field and names the first one that is wrong.
+func (o *Options) Validate() error {
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return optErr("Listen", "%q is not HOST:PORT: %v", o.Listen, err)
+	}
+	switch {
+	case o.Loops < 0 || o.Loops > 1024:
+		return optErr("Loops", "%d is outside 0..1024", o.Loops)
+	case len(o.ServerName) > 255:
+		return optErr("ServerName", "longer than 255 bytes")
+	case o.MaxConns < 1:
+		return optErr("MaxConns", "%d must be at least 1", o.MaxConns)
+	case o.MaxSubsPerConn < 1 || o.MaxSubsPerConn > 65535:
+		return optErr("MaxSubsPerConn", "%d is outside 1..65535", o.MaxSubsPerConn)
+	case o.MaxPayload < 1 || o.MaxPayload > 64<<20:
+		return optErr("MaxPayload", "%d is outside 1..64 MiB", o.MaxPayload)
+	case o.OutboundLimit < 64<<10:
+		return optErr("OutboundLimit", "%d is below 64 KiB", o.OutboundLimit)
+	case o.SlowPolicy != SlowSkip && o.SlowPolicy != SlowDisconnect:
+		return optErr("SlowPolicy", "%q is neither %q nor %q", o.SlowPolicy, SlowSkip, SlowDisconnect)
+	case o.PingInterval < 0:
+		return optErr("PingInterval", "negative")
+	case o.HandshakeTimeout <= 0:
+		return optErr("HandshakeTimeout", "must be positive")
+	}
+	if err := checkLimits("", o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL, o.MaxPayload); err != nil {
+		return err
+	}
+	for i, r := range o.ChannelRules {
+		if r.Prefix == "" {
+			return optErr(fmt.Sprintf("ChannelRules[%d].Prefix", i), "empty")
+		}
+		l := o.limitsFor(r.Prefix)
+		if err := checkLimits(fmt.Sprintf("ChannelRules[%d].", i), l.msgs, l.size, l.life, l.ttl, o.MaxPayload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkLimits(prefix string, msgs, size int, life, ttl time.Duration, maxPayload int) error {
+	switch {
+	case msgs < 1 || msgs > 1<<24:
+		return optErr(prefix+"LimitMsgs", "%d is outside 1..16777216", msgs)
+	case size < maxPayload+4:
+		return optErr(prefix+"LimitSize", "%d cannot hold one message of MaxPayload (%d) bytes", size, maxPayload)
+	case size > 1<<30:
+		return optErr(prefix+"LimitSize", "%d is over 1 GiB", size)
+	case life < time.Millisecond:
+		return optErr(prefix+"LimitLife", "%v is under 1ms", life)
+	case ttl < 0:
+		return optErr(prefix+"TTL", "negative")
+	}
+	return nil
+}
+
+// limits are the streamlet limits in force for one channel.
+type limits struct {
+	msgs, size int
+	life, ttl  time.Duration
+}
+
+// limitsFor resolves the limits for channel name: the server's values,
+// overridden field by field by the longest matching ChannelRule.
+func (o *Options) limitsFor(name string) limits {
+	l := limits{o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL}
+	best := -1
+	for i, r := range o.ChannelRules {
+		if strings.HasPrefix(name, r.Prefix) && (best < 0 || len(r.Prefix) > len(o.ChannelRules[best].Prefix)) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		r := o.ChannelRules[best]
+		if r.LimitMsgs != 0 {
+			l.msgs = r.LimitMsgs
+		}
+		if r.LimitSize != 0 {
+			l.size = r.LimitSize
+		}
+		if r.LimitLife != 0 {
+			l.life = r.LimitLife
+		}
+		if r.TTL != 0 {
+			l.ttl = r.TTL
+		}
+	}
+	return l
+}

@@ -1,0 +1,108 @@
+package engine
+
+import "errors"
+
+// The three roles of the design (BRIEF.md, "How it works") talk through the
+// narrow interfaces in this file. In one process the calls are direct method
+// calls on localManager and localHost; the cluster puts a network transport
+// behind the same interfaces without changing the gateway.
+
+// Grant is the channel manager's permission to write one streamlet (or to
+// read it, for readers). It names the streamlet, its host, the position of
+// its first message and the limits under which the host accepts writes. A
+// grant stops working when its streamlet closes or when LeaseEnd passes;
+// the holder then asks the manager again.
+type Grant struct {
+	Channel   string
+	Epoch     uint64 // the channel incarnation the grant belongs to
+	Streamlet uint64 // streamlet id, unique per node
+	Host      string // id of the hosting node
+	First     uint64 // position of the streamlet's first message
+	LimitMsgs int
+	LimitSize int
+	LeaseEnd  int64 // unix nanoseconds; writes are refused from then on
+}
+
+// StreamletRef is one entry of a channel's streamlet list.
+type StreamletRef struct {
+	ID    uint64
+	Host  string
+	First uint64
+	// End is one past the last position; meaningful only when Closed.
+	End    uint64
+	Closed bool
+	// LeaseEnd is when the streamlet stops taking writes (unix ns).
+	LeaseEnd int64
+	// Expires is when a closed streamlet is freed (unix ns); 0 while open.
+	Expires int64
+}
+
+// ChannelInfo is a reader's view of a channel: what is retained and where.
+type ChannelInfo struct {
+	Epoch uint64
+	// Earliest is the first retained position; Earliest == Next when
+	// nothing is retained.
+	Earliest uint64
+	// Next is the position the next publish will get.
+	Next       uint64
+	Streamlets []StreamletRef // oldest first; only the last may be open
+}
+
+// Locate returns the index in info.Streamlets of the streamlet holding
+// position p, or -1 when p is not retained (p < Earliest) or not yet
+// written (p >= Next).
+func (info *ChannelInfo) Locate(p uint64) int {
+	for i := len(info.Streamlets) - 1; i >= 0; i-- {
+		s := &info.Streamlets[i]
+		if p >= s.First && (!s.Closed || p < s.End) {
+			if p >= info.Next {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+// Manager is the channel-manager role: it keeps each channel's streamlet
+// list and grants write and read permission. Safe for concurrent use.
+type Manager interface {
+	// WriteGrant returns a write grant for channel's open streamlet,
+	// creating the channel and opening a streamlet on a host chosen by
+	// load when needed. after names the streamlet of the caller's previous
+	// grant, which refused a write (full, sealed or lease over); 0 if none.
+	// The manager then closes that streamlet before granting a new one.
+	WriteGrant(channel string, after uint64) (Grant, error)
+	// Info returns the channel's retained streamlets and positions,
+	// creating the channel if create is set.
+	Info(channel string, create bool) (ChannelInfo, bool)
+	// Interest adds delta (+1 or -1) to the number of gateways reading
+	// the channel; a channel with readers is never dropped.
+	Interest(channel string, delta int)
+}
+
+// Host is the hosting-node role: it keeps streamlets in memory and serves
+// appends and reads by position. Safe for concurrent use.
+type Host interface {
+	// HostStreamlet asks the host to host a new streamlet under grant g.
+	HostStreamlet(g Grant) error
+	// Seal closes streamlet id for writes and returns its end position.
+	Seal(id uint64) (end uint64, err error)
+	// Free releases streamlet id's memory once its readers are done.
+	Free(id uint64)
+	// Len reports how many messages streamlet id holds.
+	Len(id uint64) (int, bool)
+	// Streamlet returns the in-process handle used for appends and reads.
+	Streamlet(id uint64) *streamlet
+}
+
+// Errors of the roles.
+var (
+	// errStreamletClosed: the streamlet refused a write because it is full,
+	// sealed or its lease ended; ask for a new grant.
+	errStreamletClosed = errors.New("engine: streamlet closed for writes")
+	// errUnknownStreamlet: the host does not hold that streamlet.
+	errUnknownStreamlet = errors.New("engine: unknown streamlet")
+	// ErrShuttingDown is returned once Shutdown has begun.
+	ErrShuttingDown = errors.New("engine: shutting down")
+)

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// Server is a Sluice node running all three roles (gateway, channel
+// manager, streamlet host) in one process. Its methods are safe for
+// concurrent use.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	clock   func() time.Time
+	maxBody uint32
+	welcome wire.Welcome
+
+	host *localHost
+	mgr  *localManager
+	gw   *gateway
+
+	eng     gnet.Engine
+	addr    string
+	booted  chan error
+	done    chan struct{}
+	runErr  error
+	stopped atomic.Bool
+
+	loopsMu sync.Mutex
+	loops   map[gnet.EventLoop]*loop
+	loopArr []*loop
+
+	conns     atomic.Int64
+	shutting  atomic.Bool
+	slowSkips atomic.Int64
+
+	tickStop chan struct{}
+	tickDone chan struct{}
+}
+
+// Start validates opts, starts the event loops and the lifecycle ticker,
+// and returns once the server accepts connections on opts.Listen.
+func Start(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Loops == 0 {
+		opts.Loops = runtime.NumCPU()
+	}
+	s := &Server{
+		opts: opts, log: opts.Logger, clock: opts.now,
+		booted: make(chan error, 1), done: make(chan struct{}),
+		loops:    make(map[gnet.EventLoop]*loop),
+		tickStop: make(chan struct{}), tickDone: make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	s.maxBody = wire.MaxBodyFor(uint32(opts.MaxPayload))
+	s.host = newLocalHost(opts.ServerName)
+	s.mgr = newLocalManager(&s.opts, s.host, s.clock)
+	s.gw = newGateway(opts.Loops)
+
+	h := &handler{srv: s}
+	go func() {
+		err := gnet.Run(h, "tcp://"+opts.Listen,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(opts.Loops),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithReuseAddr(true),
+			gnet.WithLogger(gnetLogger{s.log}),
+		)
+		s.runErr = err
+		select {
+		case s.booted <- err:
+		default:
+		}
+		s.stopped.Store(true)
+		close(s.done)
+	}()
+	if err := <-s.booted; err != nil {
+		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
+	}
+	s.welcome = wire.Welcome{
+		Version: wire.Version1, MaxPayload: uint32(opts.MaxPayload), MaxBody: s.maxBody,
+		MaxSubs:   uint16(opts.MaxSubsPerConn),
+		LimitMsgs: uint32(opts.LimitMsgs), LimitSize: uint32(opts.LimitSize),
+		LimitLife: opts.LimitLife, TTL: opts.TTL, PingInterval: opts.PingInterval,
+		ServerName: opts.ServerName, Nodes: []string{s.addr},
+	}
+	go s.ticker()
+	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
+	return s, nil
+}
+
+// Addr returns the address the server listens on, with the port chosen
+// when Options.Listen had port 0.
+func (s *Server) Addr() string { return s.addr }
+
+// Done is closed when the server has stopped.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// tickInterval is how often the streamlet lifecycle runs: a quarter of the
+// shortest lease or TTL in force, within 5ms..250ms.
+func (s *Server) tickInterval() time.Duration {
+	d := min(s.opts.LimitLife, s.opts.TTL, s.opts.HandshakeTimeout)
+	for _, r := range s.opts.ChannelRules {
+		if r.LimitLife > 0 {
+			d = min(d, r.LimitLife)
+		}
+		if r.TTL > 0 {
+			d = min(d, r.TTL)
+		}
+	}
+	return min(max(d/4, 5*time.Millisecond), 250*time.Millisecond)
+}
+
+// ticker drives time-based decisions: streamlet leases, expiry and the
+// loops' sweeps.
+func (s *Server) ticker() {
+	defer close(s.tickDone)
+	t := time.NewTicker(s.tickInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-s.tickStop:
+			return
+		case now := <-t.C:
+			s.mgr.tick(now)
+			for _, l := range s.loopList() {
+				l.execute(l.sweep)
+			}
+		}
+	}
+}
+
+func (s *Server) loopList() []*loop {
+	s.loopsMu.Lock()
+	defer s.loopsMu.Unlock()
+	return append([]*loop(nil), s.loopArr...)
+}
+
+// loopOf returns Sluice's state for gnet event loop el.
+func (s *Server) loopOf(el gnet.EventLoop) *loop {
+	s.loopsMu.Lock()
+	defer s.loopsMu.Unlock()
+	l := s.loops[el]
+	if l == nil {
+		l = newLoop(len(s.loopArr), el, s)
+		s.loops[el] = l
+		s.loopArr = append(s.loopArr, l)
+	}
+	return l
+}
+
+// Shutdown stops the server gracefully: it stops accepting work, sends
+// GOAWAY SHUTTING_DOWN to every client, waits until their pending output
+// is written (or ctx ends), then closes every connection and stops.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if !s.shutting.CompareAndSwap(false, true) {
+		<-s.done
+		return nil
+	}
+	close(s.tickStop)
+	<-s.tickDone
+	var wg sync.WaitGroup
+	for _, l := range s.loopList() {
+		wg.Add(1)
+		l.execute(func() { l.goAway(); wg.Done() })
+	}
+	waitCh := make(chan struct{})
+	go func() { wg.Wait(); close(waitCh) }()
+	select {
+	case <-waitCh:
+	case <-ctx.Done():
+	}
+	s.drain(ctx)
+	err := s.eng.Stop(context.Background())
+	<-s.done
+	s.log.Info("sluice stopped", "addr", s.addr)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// drain waits until no connection has output pending, polling every few
+// milliseconds, or until ctx ends.
+func (s *Server) drain(ctx context.Context) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pending := make(chan int, len(s.loopList()))
+		ls := s.loopList()
+		for _, l := range ls {
+			l.execute(func() {
+				n := 0
+				for c := range l.conns {
+					n += c.gc.OutboundBuffered()
+				}
+				pending <- n
+			})
+		}
+		total := 0
+		for range ls {
+			select {
+			case n := <-pending:
+				total += n
+			case <-ctx.Done():
+				return
+			}
+		}
+		if total == 0 {
+			return
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func isTooLarge(err error) bool { return errors.Is(err, wire.ErrTooLarge) }
+
+// handler adapts gnet's callbacks to the loops.
+type handler struct {
+	gnet.BuiltinEventEngine
+	srv *Server
+}
+
+func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
+	s := h.srv
+	s.eng = eng
+	addr, err := boundAddr(eng)
+	if err != nil {
+		s.booted <- err
+		return gnet.Shutdown
+	}
+	s.addr = addr
+	s.booted <- nil
+	return gnet.None
+}
+
+// boundAddr reads the listener's address from a duplicate of its socket.
+func boundAddr(eng gnet.Engine) (string, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return "", os.NewSyscallError("getsockname", err)
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port)), nil
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port)), nil
+	}
+	return "", fmt.Errorf("engine: unexpected listener address %T", sa)
+}
+
+func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	s := h.srv
+	l := s.loopOf(gc.EventLoop())
+	c := l.open(gc)
+	n := s.conns.Add(1)
+	switch {
+	case s.shutting.Load():
+		c.closing = true
+		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeShuttingDown, Retriable: true, Text: "server shutting down"}), gnet.Close
+	case n > int64(s.opts.MaxConns):
+		c.closing = true
+		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeTooManyConnections,
+			Text: fmt.Sprintf("server is at its limit of %d connections", s.opts.MaxConns)}), gnet.Close
+	}
+	return nil, gnet.None
+}
+
+func (h *handler) OnClose(gc gnet.Conn, _ error) gnet.Action {
+	if c, ok := gc.Context().(*conn); ok {
+		c.l.closed(c)
+	}
+	return gnet.None
+}
+
+func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.Close
+	}
+	return c.l.traffic(c)
+}
+
+// gnetLogger sends gnet's own log lines to slog at debug level (errors at
+// warn), so that the engine has one log stream.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug(fmt.Sprintf(f, a...), "src", "gnet") }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...), "src", "gnet") }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...), "src", "gnet") }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Warn(fmt.Sprintf(f, a...), "src", "gnet") }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...), "src", "gnet") }

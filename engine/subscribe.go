@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// startPosition resolves a SUBSCRIBE start against the channel's state at
+// now (unix ns). It is pure apart from reading stamps of hosted streamlets
+// for StartSince.
+func (srv *Server) startPosition(sb wire.Subscribe, info *ChannelInfo, now int64) uint64 {
+	switch sb.Start {
+	case wire.StartEarliest:
+		return info.Earliest
+	case wire.StartPosition:
+		return sb.Arg
+	case wire.StartLast:
+		if info.Next-info.Earliest <= sb.Arg {
+			return info.Earliest
+		}
+		return info.Next - sb.Arg
+	case wire.StartSince:
+		back := time.Duration(min(sb.Arg, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
+		return srv.positionSince(info, now-int64(back))
+	default: // wire.StartLive
+		return info.Next
+	}
+}
+
+// positionSince returns the first retained position published at or after
+// t (unix ns), or info.Next when there is none.
+func (srv *Server) positionSince(info *ChannelInfo, t int64) uint64 {
+	for _, ref := range info.Streamlets {
+		s := srv.host.Streamlet(ref.ID)
+		if s == nil || !s.buf.Acquire() {
+			continue
+		}
+		n := s.buf.Len()
+		if n > 0 && s.buf.Stamp(n-1) >= t {
+			i := s.buf.SearchStamp(t)
+			s.buf.Release()
+			return s.first + uint64(i)
+		}
+		s.buf.Release()
+	}
+	return info.Next
+}
+
+func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
+	srv := l.srv
+	if err := wire.ValidChannel(sb.Channel); err != nil {
+		c.sendError(reqID, wire.CodeInvalidChannel, err.Error())
+		return
+	}
+	if len(c.subs) >= srv.opts.MaxSubsPerConn {
+		c.sendError(reqID, wire.CodeTooManySubscriptions,
+			fmt.Sprintf("at most %d subscriptions per connection", srv.opts.MaxSubsPerConn))
+		return
+	}
+	if c.subs[sb.SubID] != nil {
+		c.sendError(reqID, wire.CodeSubscriptionExists, fmt.Sprintf("subscription %d exists", sb.SubID))
+		return
+	}
+	if sb.Start == wire.StartPosition && sb.Arg == 0 {
+		c.sendError(reqID, wire.CodeInvalidStart, "positions start at 1")
+		return
+	}
+	lc := l.channel(string(sb.Channel))
+	lc.lastUse = l.now
+	info, _ := srv.mgr.Info(lc.name, true)
+	if lc.nsubs == 0 {
+		lc.live = cursor{pos: info.Next}
+	}
+	start := srv.startPosition(sb, &info, l.now)
+	first := max(start, info.Earliest)
+	s, k := c.ownStart()
+	c.scratch = wire.AppendSubscribed(c.scratch, reqID, wire.Subscribed{
+		SubID: sb.SubID, First: first, Earliest: info.Earliest, Next: info.Next, Epoch: info.Epoch,
+	})
+	c.ownEnd(s, k)
+	if start < first {
+		reason := wire.GapExpired
+		if sb.Epoch != 0 && sb.Epoch != info.Epoch {
+			reason = wire.GapLost
+		}
+		c.sendGap(sb.SubID, start, first-1, reason)
+	}
+	su := &sub{c: c, id: sb.SubID, lc: lc}
+	c.subs[sb.SubID] = su
+	lc.addSub(su, first)
+	if first != lc.live.pos {
+		lc.deliverCatchup()
+	}
+}
+
+func (l *loop) unsubscribe(c *conn, reqID, subID uint32) {
+	su := c.subs[subID]
+	if su == nil {
+		c.sendError(reqID, wire.CodeUnknownSubscription, fmt.Sprintf("no subscription %d", subID))
+		return
+	}
+	delete(c.subs, subID)
+	su.lc.removeSub(su)
+	s, k := c.ownStart()
+	c.scratch = wire.AppendUnsubscribed(c.scratch, reqID, subID)
+	c.ownEnd(s, k)
+}
