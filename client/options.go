@@ -1,0 +1,231 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// Defaults of the Dial options.
+const (
+	DefaultName        = "sluice-go"
+	DefaultBackoffMin  = 100 * time.Millisecond
+	DefaultBackoffMax  = 10 * time.Second
+	DefaultMaxPending  = 1024
+	DefaultDialTimeout = 5 * time.Second
+	DefaultSubBuffer   = 1024
+	DefaultMaxBody     = 64 << 20
+	// handshakeMaxBody bounds the WELCOME frame (and an ERROR answering
+	// HELLO) before the server's own MaxBody is known.
+	handshakeMaxBody = 1 << 20
+	// maxAddrs bounds the address list (seeds plus nodes learned from
+	// WELCOME) so a server cannot make it grow without limit.
+	maxAddrs = 256
+	// goawayGrace is how long the client keeps reading a connection after
+	// GOAWAY (to collect its outstanding acks) before dropping it.
+	goawayGrace = 2 * time.Second
+	// healthySession is how long a connection must have lasted for the
+	// reconnect backoff to start again from its minimum.
+	healthySession = time.Second
+	// minWriteTimeout is the shortest write deadline used on a connection.
+	minWriteTimeout = 5 * time.Second
+)
+
+// Option configures Dial.
+type Option func(*options) error
+
+type options struct {
+	name        string
+	token       []byte
+	reconnect   bool
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+	maxPending  int
+	logger      *slog.Logger
+	dialTimeout time.Duration
+	maxBody     uint32
+	dialer      func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+func defaultOptions() options {
+	return options{
+		name:        DefaultName,
+		reconnect:   true,
+		backoffMin:  DefaultBackoffMin,
+		backoffMax:  DefaultBackoffMax,
+		maxPending:  DefaultMaxPending,
+		logger:      slog.New(slog.DiscardHandler),
+		dialTimeout: DefaultDialTimeout,
+		maxBody:     DefaultMaxBody,
+	}
+}
+
+// WithName sets the client name sent in HELLO (at most 255 bytes; default
+// "sluice-go").
+func WithName(name string) Option {
+	return func(o *options) error {
+		if len(name) > wire.MaxNameLen {
+			return fmt.Errorf("%w: name is %d bytes, at most %d", ErrInvalidOption, len(name), wire.MaxNameLen)
+		}
+		o.name = name
+		return nil
+	}
+}
+
+// WithToken sets the authentication token sent in HELLO (at most 4096
+// bytes). The slice is copied.
+func WithToken(token []byte) Option {
+	return func(o *options) error {
+		if len(token) > wire.MaxTokenLen {
+			return fmt.Errorf("%w: token is %d bytes, at most %d", ErrInvalidOption, len(token), wire.MaxTokenLen)
+		}
+		o.token = append([]byte(nil), token...)
+		return nil
+	}
+}
+
+// WithReconnect enables (the default) or disables automatic reconnection.
+// Without it, the loss of the connection closes the Conn.
+func WithReconnect(enabled bool) Option {
+	return func(o *options) error { o.reconnect = enabled; return nil }
+}
+
+// WithBackoff sets the reconnect backoff: attempt n waits a uniformly random
+// time in [0, min(max, min*2^n)) ("full jitter"). Defaults 100ms and 10s.
+func WithBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) error {
+		if minDelay <= 0 || maxDelay < minDelay {
+			return fmt.Errorf("%w: backoff min %v max %v", ErrInvalidOption, minDelay, maxDelay)
+		}
+		o.backoffMin, o.backoffMax = minDelay, maxDelay
+		return nil
+	}
+}
+
+// WithMaxPending sets the publish window: how many publishes may await
+// their PUBACK at once (default 1024). A publish that finds the window full
+// blocks until a slot frees or its context ends.
+func WithMaxPending(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max pending %d < 1", ErrInvalidOption, n)
+		}
+		o.maxPending = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger for connection events (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithDialTimeout bounds each connection attempt, TCP connect and handshake
+// together (default 5s).
+func WithDialTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: dial timeout %v", ErrInvalidOption, d)
+		}
+		o.dialTimeout = d
+		return nil
+	}
+}
+
+// WithMaxBody caps the body of every frame the client accepts from the
+// server at n bytes, whatever the server's WELCOME.MaxBody says (the
+// smaller of the two applies; default 64 MiB), so a misbehaving server
+// cannot make the client buffer more. A larger frame is a protocol error.
+func WithMaxBody(n uint32) Option {
+	return func(o *options) error {
+		if n < wire.MinMaxBody {
+			return fmt.Errorf("%w: max body %d < %d", ErrInvalidOption, n, wire.MinMaxBody)
+		}
+		o.maxBody = n
+		return nil
+	}
+}
+
+// WithDialer replaces the TCP dialer, e.g. to add TLS. It is called for
+// every connection attempt with a context bounded by the dial timeout.
+func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) Option {
+	return func(o *options) error {
+		if dial == nil {
+			return fmt.Errorf("%w: nil dialer", ErrInvalidOption)
+		}
+		o.dialer = dial
+		return nil
+	}
+}
+
+// SubOption configures Subscribe. Of the start options (FromLive,
+// FromEarliest, FromPosition, Last, Since) the last one given wins; the
+// default is FromLive.
+type SubOption func(*subOptions) error
+
+type subOptions struct {
+	start  wire.StartKind
+	arg    uint64
+	buffer int
+}
+
+// FromLive starts at the live edge: only messages published after the
+// subscription is made.
+func FromLive() SubOption {
+	return func(o *subOptions) error { o.start, o.arg = wire.StartLive, 0; return nil }
+}
+
+// FromEarliest starts at the oldest retained message.
+func FromEarliest() SubOption {
+	return func(o *subOptions) error { o.start, o.arg = wire.StartEarliest, 0; return nil }
+}
+
+// FromPosition starts at position p (p >= 1). If the server no longer holds
+// p, the subscription's first event is a Gap from p.
+func FromPosition(p uint64) SubOption {
+	return func(o *subOptions) error {
+		if p == 0 {
+			return fmt.Errorf("%w: position 0 (positions start at 1)", ErrInvalidOption)
+		}
+		o.start, o.arg = wire.StartPosition, p
+		return nil
+	}
+}
+
+// Last starts n messages back from the live edge.
+func Last(n uint64) SubOption {
+	return func(o *subOptions) error { o.start, o.arg = wire.StartLast, n; return nil }
+}
+
+// Since starts with the messages of the last d (millisecond resolution).
+func Since(d time.Duration) SubOption {
+	return func(o *subOptions) error {
+		if d < 0 {
+			return fmt.Errorf("%w: since %v < 0", ErrInvalidOption, d)
+		}
+		o.start, o.arg = wire.StartSince, uint64(d/time.Millisecond)
+		return nil
+	}
+}
+
+// WithBuffer sets the subscription's event queue length (default 1024).
+// When it is full the connection's reader waits (see the package doc).
+func WithBuffer(n int) SubOption {
+	return func(o *subOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: buffer %d < 1", ErrInvalidOption, n)
+		}
+		o.buffer = n
+		return nil
+	}
+}

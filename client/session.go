@@ -1,0 +1,452 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// maxRetainedWriteBuf is the largest write buffer kept for reuse after a
+// flush; a larger one (after a burst of big publishes) is dropped.
+const maxRetainedWriteBuf = 8 << 20
+
+// session is one TCP connection's lifetime: its socket, the frames waiting
+// to be written, the requests awaiting an answer, and two goroutines, the
+// reader (readLoop) and the writer (writeLoop, which also sends PINGs).
+// A session never comes back to life: after fail it is replaced.
+type session struct {
+	c       *Conn
+	nc      net.Conn
+	addr    string
+	welcome wire.Welcome
+	rd      *wire.Reader // owned by the reader goroutine
+	started time.Time
+
+	mu      sync.Mutex
+	dead    bool                     // fail was called: nothing more is queued or registered
+	goaway  bool                     // GOAWAY received: no new requests, answers still read
+	err     error                    // why the session died
+	wbuf    []byte                   // frames waiting for the writer
+	pending map[uint32]pendEntry     // publish request id -> completion
+	reqs    map[uint32]reqEntry      // SUBSCRIBE/UNSUBSCRIBE request id -> waiter
+	subs    map[uint32]*Subscription // subID -> subscription, for DATA/GAP routing
+
+	wake       chan struct{} // cap 1: the writer has something to flush
+	done       chan struct{} // closed by fail
+	readerDone chan struct{}
+	writerDone chan struct{}
+	pingsOut   atomic.Int32 // PINGs sent without a PONG since
+	blocked    atomic.Bool  // the reader waits on a full subscription queue
+
+	// Reader-owned scratch, reused for every PUBACK.
+	acks  []wire.Ack
+	compl []completion
+}
+
+// reqEntry is a request awaiting its answer. For SUBSCRIBE, sub is set and
+// want is the position asked for (0 unless StartPosition); for UNSUBSCRIBE,
+// reply receives the outcome.
+type reqEntry struct {
+	sub   *Subscription
+	want  uint64
+	reply chan error
+}
+
+type completion struct {
+	pe  pendEntry
+	pos uint64
+}
+
+func newSession(c *Conn, nc net.Conn, addr string, w wire.Welcome, rd *wire.Reader) *session {
+	return &session{
+		c: c, nc: nc, addr: addr, welcome: w, rd: rd, started: time.Now(),
+		pending:    make(map[uint32]pendEntry),
+		reqs:       make(map[uint32]reqEntry),
+		subs:       make(map[uint32]*Subscription),
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+}
+
+func (s *session) error() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// kick wakes the writer.
+func (s *session) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fail ends the session with err (the first call wins): the socket is
+// closed, the Conn stops using it, and every publish awaiting its PUBACK
+// completes with an error matching ErrUnknownOutcome.
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return
+	}
+	s.dead, s.err = true, err
+	pend := s.pending
+	s.pending = nil
+	s.reqs = nil
+	s.mu.Unlock()
+	close(s.done)
+	_ = s.nc.Close()
+	s.c.detach(s)
+	uerr := unknownOutcome(err)
+	for _, pe := range pend {
+		s.c.complete(pe, 0, uerr)
+	}
+}
+
+// enqueuePublish registers pe and queues the PUBLISH frame. It reports
+// false (and no error) if the session no longer takes requests.
+func (s *session) enqueuePublish(channel string, payload []byte, pe pendEntry) (bool, error) {
+	s.mu.Lock()
+	if s.dead || s.goaway {
+		s.mu.Unlock()
+		return false, nil
+	}
+	if uint64(len(payload)) > uint64(s.welcome.MaxPayload) {
+		s.mu.Unlock()
+		return false, fmt.Errorf("%w: %d bytes, server max %d", ErrPayloadTooLarge, len(payload), s.welcome.MaxPayload)
+	}
+	id := s.c.nextReq()
+	s.pending[id] = pe
+	s.wbuf = wire.AppendPublish(s.wbuf, id, wire.FlagAck, channel, payload)
+	s.mu.Unlock()
+	s.kick()
+	return true, nil
+}
+
+// control registers a request and queues its frame; false if the session
+// no longer takes requests.
+func (s *session) control(id uint32, e reqEntry, frame []byte) bool {
+	s.mu.Lock()
+	if s.dead || s.goaway {
+		s.mu.Unlock()
+		return false
+	}
+	s.reqs[id] = e
+	if e.sub != nil {
+		s.subs[e.sub.id] = e.sub
+	}
+	s.wbuf = append(s.wbuf, frame...)
+	s.mu.Unlock()
+	s.kick()
+	return true
+}
+
+// queue appends a frame that needs no answer (PING, PONG).
+func (s *session) queue(appendFrame func([]byte) []byte) {
+	s.mu.Lock()
+	if !s.dead {
+		s.wbuf = appendFrame(s.wbuf)
+	}
+	s.mu.Unlock()
+	s.kick()
+}
+
+// writeLoop writes queued frames, coalescing everything queued since the
+// last write into one Write call, and sends a PING every ping interval,
+// failing the session when two PINGs went unanswered (unless the reader is
+// blocked on a full subscription queue, which delays PONGs legitimately).
+func (s *session) writeLoop() {
+	defer close(s.writerDone)
+	var tick <-chan time.Time
+	wt := minWriteTimeout
+	if pi := s.welcome.PingInterval; pi > 0 {
+		t := time.NewTicker(pi)
+		defer t.Stop()
+		tick = t.C
+		wt = max(wt, 2*pi)
+	}
+	var spare []byte
+	for {
+		select {
+		case <-s.wake:
+		case <-tick:
+			if s.blocked.Load() {
+				s.pingsOut.Store(0)
+			} else if s.pingsOut.Load() >= 2 {
+				s.fail(fmt.Errorf("%w: %w after %v", ErrDisconnected, ErrPingTimeout, 2*s.welcome.PingInterval))
+				return
+			}
+			s.pingsOut.Add(1)
+			s.queue(func(b []byte) []byte { return wire.AppendPing(b, 0) })
+		case <-s.done:
+			return
+		}
+		s.mu.Lock()
+		buf := s.wbuf
+		s.wbuf = spare[:0]
+		s.mu.Unlock()
+		if len(buf) > 0 {
+			_ = s.nc.SetWriteDeadline(time.Now().Add(wt))
+			if _, err := s.nc.Write(buf); err != nil {
+				s.fail(fmt.Errorf("%w: write: %w", ErrDisconnected, err))
+				return
+			}
+		}
+		if cap(buf) <= maxRetainedWriteBuf {
+			spare = buf[:0]
+		} else {
+			spare = nil
+		}
+	}
+}
+
+// readLoop reads and dispatches frames until the connection fails.
+func (s *session) readLoop() {
+	defer close(s.readerDone)
+	for {
+		h, body, err := s.rd.Next()
+		if err != nil {
+			switch {
+			case errors.Is(err, wire.ErrMalformed):
+				err = fmt.Errorf("%w: %w", ErrProtocol, err)
+			case errors.Is(err, io.EOF):
+				err = fmt.Errorf("%w: server closed the connection", ErrDisconnected)
+			default:
+				err = fmt.Errorf("%w: read: %w", ErrDisconnected, err)
+			}
+			s.fail(err)
+			return
+		}
+		if err := s.dispatch(h, body); err != nil {
+			s.fail(err)
+			return
+		}
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+	}
+}
+
+// dispatch handles one server frame; an error ends the session.
+func (s *session) dispatch(h wire.Header, body []byte) error {
+	switch h.Type {
+	case wire.TypePubAck:
+		return s.onPubAck(body)
+	case wire.TypeData:
+		return s.onData(h, body)
+	case wire.TypeGap:
+		g, err := wire.DecodeGap(body)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		if g.From == 0 || g.To == math.MaxUint64 {
+			return protocolErr("GAP %d-%d out of range", g.From, g.To)
+		}
+		if sub := s.sub(h.ID); sub != nil {
+			sub.onGap(s, g)
+		}
+		return nil
+	case wire.TypeSubscribed:
+		return s.onSubscribed(h, body)
+	case wire.TypeUnsubscribed:
+		subID, err := wire.DecodeUnsubscribed(body)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		s.mu.Lock()
+		e, ok := s.reqs[h.ID]
+		delete(s.reqs, h.ID)
+		delete(s.subs, subID)
+		s.mu.Unlock()
+		if ok && e.reply != nil {
+			e.reply <- nil
+		}
+		return nil
+	case wire.TypePing:
+		if err := wire.DecodePing(body); err != nil {
+			return fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		s.queue(func(b []byte) []byte { return wire.AppendPong(b, h.ID) })
+		return nil
+	case wire.TypePong:
+		if err := wire.DecodePong(body); err != nil {
+			return fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		s.pingsOut.Store(0)
+		return nil
+	case wire.TypeError:
+		e, err := wire.DecodeError(h, body)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		return s.onError(h.ID, e)
+	case wire.TypeGoAway:
+		g, err := wire.DecodeGoAway(body)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		s.onGoAway(g)
+		return nil
+	default:
+		return protocolErr("unexpected %v frame from server", h.Type)
+	}
+}
+
+func (s *session) sub(subID uint32) *Subscription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.subs[subID]
+}
+
+func (s *session) onPubAck(body []byte) error {
+	acks, err := wire.DecodePubAck(body, s.acks[:0])
+	s.acks = acks[:0]
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	compl := s.compl[:0]
+	s.mu.Lock()
+	for _, a := range acks {
+		// An ack for an unknown id (e.g. one already failed) is ignored.
+		if pe, ok := s.pending[a.ID]; ok {
+			delete(s.pending, a.ID)
+			compl = append(compl, completion{pe, a.Position})
+		}
+	}
+	s.mu.Unlock()
+	for i := range compl {
+		s.c.complete(compl[i].pe, compl[i].pos, nil)
+		compl[i] = completion{}
+	}
+	s.compl = compl[:0]
+	return nil
+}
+
+func (s *session) onData(h wire.Header, body []byte) error {
+	first, count, records, err := wire.DecodeData(body)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	// The last position must leave room for "next position" (last+1).
+	if first == 0 || first+uint64(count) < first {
+		return protocolErr("DATA positions %d+%d out of range", first, count)
+	}
+	if sub := s.sub(h.ID); sub != nil {
+		sub.onData(s, first, records)
+	}
+	return nil
+}
+
+func (s *session) onSubscribed(h wire.Header, body []byte) error {
+	info, err := wire.DecodeSubscribed(body)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	s.mu.Lock()
+	e, ok := s.reqs[h.ID]
+	delete(s.reqs, h.ID)
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		return nil // answer to a SUBSCRIBE abandoned by a cancelled Subscribe
+	case e.sub == nil:
+		return protocolErr("SUBSCRIBED answers request %d, which was no SUBSCRIBE", h.ID)
+	case info.SubID != e.sub.id:
+		return protocolErr("SUBSCRIBED for sub %d answers SUBSCRIBE of sub %d", info.SubID, e.sub.id)
+	}
+	e.sub.onSubscribed(s, e.want, info)
+	return nil
+}
+
+// onError routes an ERROR to the request it answers. id 0, or a fatal code
+// that answers nothing we know, ends the session.
+func (s *session) onError(id uint32, e wire.Error) error {
+	if id == 0 {
+		return serverErr("connection", e)
+	}
+	s.mu.Lock()
+	pe, isPub := s.pending[id]
+	delete(s.pending, id)
+	re, isReq := s.reqs[id]
+	delete(s.reqs, id)
+	if isReq && re.sub != nil {
+		delete(s.subs, re.sub.id)
+	}
+	s.mu.Unlock()
+	switch {
+	case isPub:
+		s.c.complete(pe, 0, serverErr("publish", e))
+	case isReq && re.reply != nil:
+		if e.Code == wire.CodeUnknownSubscription {
+			re.reply <- nil // already gone: the goal of UNSUBSCRIBE is met
+		} else {
+			re.reply <- serverErr("unsubscribe", e)
+		}
+	case isReq && re.sub != nil:
+		re.sub.onSubscribeError(s, e)
+	case e.Code.Fatal():
+		return serverErr("connection", e)
+	default:
+		s.c.log.Warn("server error for unknown request", "id", id, "err", e)
+	}
+	if e.Code.Fatal() {
+		return serverErr("connection", e)
+	}
+	return nil
+}
+
+// onGoAway stops new requests on this session (they wait for the next one),
+// moves the reconnect cursor past this address, and drops the connection
+// after a grace period if the server has not closed it by then.
+func (s *session) onGoAway(g wire.GoAway) {
+	s.c.log.Info("server going away", "addr", s.addr, "code", g.Code, "text", g.Text)
+	s.mu.Lock()
+	s.goaway = true
+	s.mu.Unlock()
+	s.c.detach(s)
+	cause := &ServerError{Op: "goaway", Err: wire.Error{Code: g.Code, Retriable: true, Text: g.Text}}
+	t := time.AfterFunc(goawayGrace, func() { s.fail(fmt.Errorf("%w: %w", ErrDisconnected, cause)) })
+	go func() {
+		<-s.done
+		t.Stop()
+	}()
+}
+
+// deliver puts ev on sub's queue, waiting while it is full (TCP backpressure
+// then reaches the server). It reports false if the event was not queued:
+// the subscription ended or the session died.
+func (s *session) deliver(sub *Subscription, ev Event) bool {
+	sub.sendMu.Lock()
+	defer sub.sendMu.Unlock()
+	if sub.chClosed {
+		return false
+	}
+	select {
+	case sub.ch <- ev:
+		return true
+	default:
+	}
+	s.blocked.Store(true)
+	defer s.blocked.Store(false)
+	select {
+	case sub.ch <- ev:
+		return true
+	case <-sub.stop:
+		return false
+	case <-s.done:
+		return false
+	}
+}

@@ -1,0 +1,469 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// KindMessage: a message (Position, Payload).
+	KindMessage EventKind = iota + 1
+	// KindGap: positions Gap.From..Gap.To (inclusive) will never be
+	// delivered, for Gap.Reason.
+	KindGap
+	// KindEpochChanged: on resuming, the server reported a different epoch
+	// (Epoch) for the channel: it was recreated, and history may have been
+	// lost (a following Gap with reason lost says which positions). Position
+	// is the new first position; if it is below the positions delivered
+	// before, the new epoch numbers afresh and delivery restarts there.
+	KindEpochChanged
+)
+
+// String returns "message", "gap" or "epoch".
+func (k EventKind) String() string {
+	switch k {
+	case KindMessage:
+		return "message"
+	case KindGap:
+		return "gap"
+	case KindEpochChanged:
+		return "epoch"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// GapInfo describes a gap: positions From..To inclusive are missing.
+type GapInfo struct {
+	From, To uint64
+	Reason   wire.GapReason // wire.GapExpired, wire.GapSlow or wire.GapLost
+}
+
+// Event is one item of a subscription's stream, in position order.
+type Event struct {
+	Kind     EventKind
+	Channel  string
+	Position uint64 // KindMessage: the message's position; KindEpochChanged: the new first position
+	// Payload is the message (KindMessage). It belongs to the application
+	// and stays valid forever. It shares one backing array with the other
+	// messages of its batch, with its capacity capped, so appending to it
+	// copies and never touches a neighbour.
+	Payload []byte
+	Gap     GapInfo // KindGap
+	Epoch   uint64  // KindEpochChanged: the new epoch
+}
+
+// SubInfo holds the values of the latest SUBSCRIBED answer.
+type SubInfo struct {
+	First    uint64 // position of the first message delivered
+	Earliest uint64 // earliest retained position (0 if none)
+	Next     uint64 // position the next publish will get
+	Epoch    uint64 // the channel's epoch
+}
+
+// Subscription is a live subscription to one channel. It delivers its
+// events in position order through a bounded queue (WithBuffer): read them
+// either with Next or from Events, not both. Its methods are safe for
+// concurrent use.
+//
+// Slow readers: when the queue is full, the Conn's reader goroutine waits
+// for room, so TCP backpressure reaches the server, whose slow-consumer
+// policy may then skip ahead (the subscription sees a Gap with reason
+// wire.GapSlow) or disconnect. While it waits, the Conn's other
+// subscriptions and publish acknowledgements are delayed too.
+//
+// Across reconnects, the subscription resumes at the position after the
+// last event queued, with the epoch it last saw; events already queued
+// stay queued. Gaps are always delivered as events, never hidden, and
+// duplicates (positions at or below the last one queued) are dropped.
+type Subscription struct {
+	c       *Conn
+	id      uint32
+	channel string
+	chanB   []byte // channel as bytes, for SUBSCRIBE frames
+	start   wire.StartKind
+	arg     uint64
+
+	ch    chan Event
+	stop  chan struct{} // closed by terminate
+	ready chan struct{} // closed by the first SUBSCRIBED or by terminate
+
+	// sendMu is held by a reader while sending on ch, and by terminate to
+	// close ch, so ch is never closed under a sender.
+	sendMu   sync.Mutex
+	chClosed bool
+
+	mu         sync.Mutex
+	info       SubInfo
+	subscribed bool   // a SUBSCRIBED arrived at least once
+	cursor     uint64 // next position expected; 0 before the first SUBSCRIBED
+	epoch      uint64 // epoch of the last SUBSCRIBED (0 = unknown)
+	sess       *session
+	err        error // why the subscription ended
+	readyDone  bool
+	retry      *time.Timer
+}
+
+// Subscribe subscribes to channel and waits for the server's SUBSCRIBED,
+// returning the live Subscription. If the connection drops before the
+// answer, the SUBSCRIBE is sent again after reconnecting, and Subscribe
+// keeps waiting, up to ctx. A refusal by the server is returned as a
+// *ServerError; ErrInvalidChannel, ErrInvalidOption, ErrDraining and
+// ErrClosed mean nothing was sent.
+func (c *Conn) Subscribe(ctx context.Context, channel string, opts ...SubOption) (*Subscription, error) {
+	if err := wire.ValidChannelString(channel); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidChannel, err)
+	}
+	so := subOptions{start: wire.StartLive, buffer: DefaultSubBuffer}
+	for _, o := range opts {
+		if err := o(&so); err != nil {
+			return nil, err
+		}
+	}
+	sub := &Subscription{
+		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg,
+		ch:    make(chan Event, so.buffer),
+		stop:  make(chan struct{}),
+		ready: make(chan struct{}),
+	}
+	for {
+		c.mu.Lock()
+		switch c.state.Load() {
+		case stateDraining:
+			c.mu.Unlock()
+			return nil, ErrDraining
+		case stateClosed:
+			err := c.closeErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		if s := c.cur.Load(); s != nil {
+			for {
+				c.nextSubID++
+				if _, used := c.subs[c.nextSubID]; c.nextSubID != 0 && !used {
+					break
+				}
+			}
+			sub.id = c.nextSubID
+			c.subs[sub.id] = sub
+			// If s is dying, the supervisor sends it again after reconnecting.
+			c.sendSubscribe(s, sub)
+			c.mu.Unlock()
+			break
+		}
+		c.mu.Unlock()
+		if err := c.waitReady(ctx); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-sub.ready:
+		if err := sub.Err(); err != nil {
+			return nil, err
+		}
+		return sub, nil
+	case <-ctx.Done():
+		_ = sub.unsubscribe(nil)
+		return nil, ctx.Err()
+	}
+}
+
+// sendSubscribe sends sub's SUBSCRIBE on s: from its original start, or,
+// once something was delivered or subscribed, from the next expected
+// position with the epoch seen. Called with c.mu held.
+func (c *Conn) sendSubscribe(s *session, sub *Subscription) {
+	sub.mu.Lock()
+	kind, arg, epoch := sub.start, sub.arg, sub.epoch
+	if sub.cursor != 0 {
+		kind, arg = wire.StartPosition, sub.cursor
+	}
+	sub.sess = s
+	sub.mu.Unlock()
+	var want uint64
+	if kind == wire.StartPosition {
+		want = arg
+	}
+	id := c.nextReq()
+	frame := wire.AppendSubscribe(nil, id, wire.Subscribe{
+		SubID: sub.id, Start: kind, Arg: arg, Epoch: epoch, Channel: sub.chanB,
+	})
+	s.control(id, reqEntry{sub: sub, want: want}, frame)
+}
+
+// Channel returns the subscribed channel's name.
+func (sub *Subscription) Channel() string { return sub.channel }
+
+// Info returns the values of the latest SUBSCRIBED (updated on every
+// resume).
+func (sub *Subscription) Info() SubInfo {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.info
+}
+
+// Err returns why the subscription ended (ErrUnsubscribed, an error matching
+// ErrClosed, or a *ServerError refusing a resume), or nil while it is live.
+func (sub *Subscription) Err() error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.err
+}
+
+// Events returns the event queue. It is closed after the subscription ends
+// and its queued events were received; Err then says why.
+func (sub *Subscription) Events() <-chan Event { return sub.ch }
+
+// Next returns the next event, waiting up to ctx. After the subscription
+// ended and its queued events were returned, Next returns Err().
+func (sub *Subscription) Next(ctx context.Context) (Event, error) {
+	select {
+	case ev, ok := <-sub.ch:
+		if !ok {
+			return Event{}, sub.Err()
+		}
+		return ev, nil
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// Unsubscribe ends the subscription: no event is queued after it returns
+// (events already queued stay readable), it is not resumed, and it waits
+// for the server's UNSUBSCRIBED up to ctx (a lost connection counts as
+// done). It is idempotent.
+func (sub *Subscription) Unsubscribe(ctx context.Context) error {
+	return sub.unsubscribe(ctx)
+}
+
+// unsubscribe does Unsubscribe; with a nil ctx it does not wait.
+func (sub *Subscription) unsubscribe(ctx context.Context) error {
+	c := sub.c
+	c.mu.Lock()
+	if c.subs[sub.id] != sub {
+		c.mu.Unlock()
+		return nil
+	}
+	delete(c.subs, sub.id)
+	// Stop delivery before the UNSUBSCRIBE goes out: DATA the server sends
+	// until its UNSUBSCRIBED is dropped.
+	sub.terminate(ErrUnsubscribed)
+	sub.mu.Lock()
+	s := sub.sess
+	if sub.retry != nil {
+		sub.retry.Stop()
+	}
+	sub.mu.Unlock()
+	var reply chan error
+	if s != nil && c.cur.Load() == s {
+		id := c.nextReq()
+		reply = make(chan error, 1)
+		if !s.control(id, reqEntry{reply: reply}, wire.AppendUnsubscribe(nil, id, sub.id)) {
+			reply = nil
+		}
+	}
+	c.mu.Unlock()
+	if reply == nil || ctx == nil {
+		return nil
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-s.done:
+		return nil // the server forgets subscriptions with the connection
+	case <-ctx.Done():
+		return fmt.Errorf("client: unsubscribe: %w", ctx.Err())
+	}
+}
+
+// terminate ends the subscription with err (the first call wins): delivery
+// stops, a waiting Subscribe returns, and the queue is closed.
+func (sub *Subscription) terminate(err error) {
+	sub.mu.Lock()
+	if sub.err != nil {
+		sub.mu.Unlock()
+		return
+	}
+	sub.err = err
+	if sub.retry != nil {
+		sub.retry.Stop()
+	}
+	if !sub.readyDone {
+		sub.readyDone = true
+		close(sub.ready)
+	}
+	sub.mu.Unlock()
+	close(sub.stop)
+	sub.sendMu.Lock()
+	sub.chClosed = true
+	close(sub.ch)
+	sub.sendMu.Unlock()
+}
+
+// The methods below run on the reader goroutine of session s.
+
+// onSubscribed applies a SUBSCRIBED: an epoch change becomes a
+// KindEpochChanged event (and restarts the cursor at info.First if the new
+// epoch numbers below it); a resume (or FromPosition start) answered with a
+// later First becomes a Gap event (reason lost after an epoch change,
+// expired otherwise), so nothing is skipped silently.
+func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscribed) {
+	sub.mu.Lock()
+	sub.info = SubInfo{First: info.First, Earliest: info.Earliest, Next: info.Next, Epoch: info.Epoch}
+	prevEpoch := sub.epoch
+	sub.subscribed = true
+	if !sub.readyDone {
+		sub.readyDone = true
+		close(sub.ready)
+	}
+	sub.mu.Unlock()
+	switch {
+	case prevEpoch != 0 && info.Epoch != prevEpoch:
+		ev := Event{Kind: KindEpochChanged, Channel: sub.channel, Position: info.First, Epoch: info.Epoch}
+		if !s.deliver(sub, ev) {
+			return // not queued: the next resume detects the change again
+		}
+		sub.mu.Lock()
+		sub.epoch = info.Epoch
+		cur := sub.cursor
+		if cur == 0 || info.First < cur {
+			// The new incarnation numbers from below what was delivered:
+			// start over at its First.
+			sub.cursor, cur = info.First, info.First
+		}
+		sub.mu.Unlock()
+		if info.First > cur {
+			// Positions continue across incarnations: what lies between
+			// was lost with the old one.
+			sub.emitGap(s, wire.Gap{From: cur, To: info.First - 1, Reason: wire.GapLost})
+		}
+		return
+	case want != 0 && info.First > want:
+		sub.mu.Lock()
+		sub.epoch = info.Epoch
+		if sub.cursor == 0 {
+			sub.cursor = want
+		}
+		sub.mu.Unlock()
+		// The server starts later than asked: the range before First is
+		// gone (expired, unless the server says otherwise with a GAP).
+		sub.emitGap(s, wire.Gap{From: want, To: info.First - 1, Reason: wire.GapExpired})
+	default:
+		sub.mu.Lock()
+		sub.epoch = info.Epoch
+		if sub.cursor == 0 {
+			sub.cursor = max(info.First, want)
+		}
+		sub.mu.Unlock()
+	}
+}
+
+// onSubscribeError handles an ERROR answering a SUBSCRIBE: a first
+// subscribe fails (Subscribe returns it); a resume refused with a
+// retriable error is tried again after a backoff, otherwise the
+// subscription ends with the error.
+func (sub *Subscription) onSubscribeError(s *session, e wire.Error) {
+	sub.mu.Lock()
+	resumed := sub.subscribed
+	sub.mu.Unlock()
+	err := serverErr("subscribe", e)
+	if resumed && e.Retriable {
+		d := sub.c.backoff(1)
+		sub.c.log.Warn("resubscribe refused, retrying", "channel", sub.channel, "in", d, "err", err)
+		t := time.AfterFunc(d, func() {
+			c := sub.c
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.subs[sub.id] == sub && c.cur.Load() == s {
+				c.sendSubscribe(s, sub)
+			}
+		})
+		sub.mu.Lock()
+		sub.retry = t
+		sub.mu.Unlock()
+		return
+	}
+	c := sub.c
+	c.mu.Lock()
+	if c.subs[sub.id] == sub {
+		delete(c.subs, sub.id)
+	}
+	c.mu.Unlock()
+	sub.terminate(err)
+}
+
+// onData queues the messages of a DATA frame, copying the records once
+// (one allocation per frame). Positions already delivered are dropped; a
+// hole before first becomes a Gap event (reason lost).
+func (sub *Subscription) onData(s *session, first uint64, records []byte) {
+	sub.mu.Lock()
+	cur := sub.cursor
+	sub.mu.Unlock()
+	var blk []byte
+	pos := first
+	for rest := records; ; pos++ {
+		payload, r, ok := wire.NextRecord(rest)
+		if !ok {
+			return
+		}
+		rest = r
+		if cur != 0 && pos < cur {
+			continue // duplicate of a delivered position
+		}
+		if cur != 0 && pos > cur {
+			if !sub.emitGap(s, wire.Gap{From: cur, To: pos - 1, Reason: wire.GapLost}) {
+				return
+			}
+		}
+		if blk == nil {
+			blk = bytes.Clone(records) // copy once; payloads alias it below
+		}
+		off := len(records) - len(rest) - len(payload)
+		p := blk[off : off+len(payload) : off+len(payload)]
+		if !s.deliver(sub, Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: p}) {
+			return
+		}
+		cur = pos + 1
+		sub.mu.Lock()
+		sub.cursor = cur
+		sub.mu.Unlock()
+	}
+}
+
+// onGap queues a GAP, trimmed to the positions not yet delivered.
+func (sub *Subscription) onGap(s *session, g wire.Gap) {
+	sub.mu.Lock()
+	cur := sub.cursor
+	sub.mu.Unlock()
+	if cur != 0 {
+		if g.To < cur {
+			return
+		}
+		if g.From > cur {
+			if !sub.emitGap(s, wire.Gap{From: cur, To: g.From - 1, Reason: wire.GapLost}) {
+				return
+			}
+		}
+		g.From = max(g.From, cur)
+	}
+	sub.emitGap(s, g)
+}
+
+// emitGap queues a gap event and advances the cursor past it.
+func (sub *Subscription) emitGap(s *session, g wire.Gap) bool {
+	ev := Event{Kind: KindGap, Channel: sub.channel, Gap: GapInfo{From: g.From, To: g.To, Reason: g.Reason}}
+	if !s.deliver(sub, ev) {
+		return false
+	}
+	sub.mu.Lock()
+	sub.cursor = g.To + 1
+	sub.mu.Unlock()
+	return true
+}
