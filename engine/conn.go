@@ -104,6 +104,11 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 	if c.closing || c.closed {
 		return
 	}
+	if code.Fatal() {
+		// Acks of publishes read before the fatal frame go out first:
+		// nothing may follow a fatal ERROR (PROTOCOL.md 7.1).
+		c.flushAcks(c.l.srv.maxBody)
+	}
 	s, k := c.ownStart()
 	c.scratch = wire.AppendError(c.scratch, id, wire.Error{Code: code, Retriable: code.Retriable(), Text: text})
 	c.ownEnd(s, k)
@@ -115,6 +120,9 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 
 // sendGap queues a GAP frame for subscription subID.
 func (c *conn) sendGap(subID uint32, from, to uint64, r wire.GapReason) {
+	if c.closing || c.closed {
+		return // nothing follows a fatal ERROR
+	}
 	s, k := c.ownStart()
 	c.scratch = wire.AppendGap(c.scratch, subID, wire.Gap{From: from, To: to, Reason: r})
 	c.ownEnd(s, k)

@@ -59,6 +59,18 @@ func (l *loop) end() {
 	}
 	clear(l.touched)
 	l.touched = l.touched[:0]
+	// A live batch is skipped only once the limit is exceeded, so a
+	// subscriber may legitimately reach limit + one batch: the hard limit
+	// leaves room for that.
+	hard := 2*l.srv.opts.OutboundLimit + maxBatch + 64
+	for _, c := range l.dirty {
+		if !c.closing && c.outbound() > hard {
+			// The peer does not read (e.g. a publisher ignoring its acks):
+			// bound its memory by closing it.
+			c.sendError(0, wire.CodeSlowConsumer,
+				fmt.Sprintf("more than %d bytes pending to a connection that does not read", hard))
+		}
+	}
 	l.flush()
 	for _, c := range l.closeAfterFlush {
 		if !c.closed {
@@ -147,13 +159,13 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	l.begin()
 	buf, _ := c.gc.Peek(-1)
 	off := 0
-	limit := l.srv.maxBody
-	if !c.hello {
-		// Before the handshake only a HELLO is valid: never buffer more
-		// than the smallest body limit for an unidentified peer.
-		limit = wire.MinMaxBody
-	}
 	for !c.closing && !c.closed {
+		limit := l.srv.maxBody
+		if !c.hello {
+			// Before the handshake only a HELLO is valid: never buffer
+			// more than the smallest body limit for an unidentified peer.
+			limit = wire.MinMaxBody
+		}
 		h, body, n, err := wire.Split(buf[off:], limit)
 		if err == wire.ErrIncomplete {
 			break
@@ -163,7 +175,7 @@ func (l *loop) traffic(c *conn) gnet.Action {
 			if isTooLarge(err) {
 				code = wire.CodeFrameTooLarge
 			}
-			c.sendError(h.ID, code, err.Error())
+			c.sendError(0, code, err.Error()) // malformed: id 0 (PROTOCOL.md 7.1)
 			break
 		}
 		off += n
@@ -172,12 +184,21 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	if c.closing {
 		off = len(buf)
 	}
-	_, _ = c.gc.Discard(off)
+	if off > 0 {
+		// Never Discard(0): gnet treats n <= 0 as "discard everything",
+		// which would drop a partial frame and desynchronise the stream.
+		_, _ = c.gc.Discard(off)
+	}
 	l.end()
 	return gnet.None
 }
 
 func (l *loop) frame(c *conn, h wire.Header, body []byte) {
+	if h.Flags&wire.FlagCompressed != 0 {
+		// S2 is never negotiated in version 1 (PROTOCOL.md 1.3).
+		c.sendError(0, wire.CodeProtocolError, fmt.Sprintf("%v has flag COMPRESSED, which was not negotiated", h.Type))
+		return
+	}
 	if !c.hello {
 		l.hello(c, h, body)
 		return
@@ -188,31 +209,37 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 	case wire.TypeSubscribe:
 		sb, err := wire.DecodeSubscribe(body)
 		if err != nil {
-			c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+			c.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
 		l.subscribe(c, h.ID, sb)
 	case wire.TypeUnsubscribe:
 		id, err := wire.DecodeUnsubscribe(body)
 		if err != nil {
-			c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+			c.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
 		l.unsubscribe(c, h.ID, id)
 	case wire.TypePing:
 		if err := wire.DecodePing(body); err != nil {
-			c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+			c.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
 		s, k := c.ownStart()
 		c.scratch = wire.AppendPong(c.scratch, h.ID)
 		c.ownEnd(s, k)
 	case wire.TypePong:
+		// Nothing to do, but a PONG body is exactly 0 bytes (PROTOCOL.md 2).
+		if err := wire.DecodePong(body); err != nil {
+			c.sendError(0, wire.CodeProtocolError, err.Error())
+		}
 	case wire.TypeHello:
 		c.sendError(h.ID, wire.CodeHelloRequired, "HELLO was already received on this connection")
 	default:
+		// UNKNOWN_TYPE covers the types the server may not receive too
+		// (PROTOCOL.md 7.2).
 		if h.Type.Known() {
-			c.sendError(h.ID, wire.CodeProtocolError, fmt.Sprintf("%v is not a client frame", h.Type))
+			c.sendError(h.ID, wire.CodeUnknownType, fmt.Sprintf("%v is not a client frame", h.Type))
 		} else {
 			c.sendError(h.ID, wire.CodeUnknownType, fmt.Sprintf("unknown frame type 0x%02x", uint8(h.Type)))
 		}
@@ -226,7 +253,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	}
 	hello, err := wire.DecodeHello(body)
 	if err != nil {
-		c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+		c.sendError(0, wire.CodeProtocolError, err.Error())
 		return
 	}
 	v, ok := wire.Negotiate(hello.MinVersion, hello.MaxVersion, wire.Version1, wire.Version1)
@@ -246,7 +273,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 	name, payload, err := wire.DecodePublish(body)
 	if err != nil {
-		c.sendError(h.ID, wire.CodeProtocolError, err.Error())
+		c.sendError(0, wire.CodeProtocolError, err.Error())
 		return
 	}
 	if len(payload) > l.srv.opts.MaxPayload {

@@ -98,13 +98,6 @@ func Start(opts Options) (*Server, error) {
 	if err := <-s.booted; err != nil {
 		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
 	}
-	s.welcome = wire.Welcome{
-		Version: wire.Version1, MaxPayload: uint32(opts.MaxPayload), MaxBody: s.maxBody,
-		MaxSubs:   uint16(opts.MaxSubsPerConn),
-		LimitMsgs: uint32(opts.LimitMsgs), LimitSize: uint32(opts.LimitSize),
-		LimitLife: opts.LimitLife, TTL: opts.TTL, PingInterval: opts.PingInterval,
-		ServerName: opts.ServerName, Nodes: []string{s.addr},
-	}
 	go s.ticker()
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
 	return s, nil
@@ -255,6 +248,14 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 		return gnet.Shutdown
 	}
 	s.addr = addr
+	// WELCOME is built here, before gnet starts the loops that read it.
+	s.welcome = wire.Welcome{
+		Version: wire.Version1, MaxPayload: uint32(s.opts.MaxPayload), MaxBody: s.maxBody,
+		MaxSubs:   uint16(s.opts.MaxSubsPerConn),
+		LimitMsgs: uint32(s.opts.LimitMsgs), LimitSize: uint32(s.opts.LimitSize),
+		LimitLife: s.opts.LimitLife, TTL: s.opts.TTL, PingInterval: s.opts.PingInterval,
+		ServerName: s.opts.ServerName, Nodes: []string{s.addr},
+	}
 	s.booted <- nil
 	return gnet.None
 }
