@@ -456,3 +456,39 @@ func TestThousandConcurrentConnections(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber that was being skipped when the channel went quiet still
+// learns of its gap: once its connection drains, the server sends GAP slow
+// up to the live edge without waiting for another message.
+func TestSlowConsumer_GapArrivesWhenChannelGoesQuiet(t *testing.T) {
+	s, pub, slow, fast, from := slowSetup(t, SlowSkip)
+	seq := 0
+	var last uint64
+	for w := 0; s.slowSkips.Load() == 0; w++ {
+		if w == 1600 {
+			t.Fatal("the slow subscriber was never skipped")
+		}
+		last, _ = publishWindow1K(t, pub, &seq)
+		fast.waitProgress(t, last)
+	}
+	last, _ = publishWindow1K(t, pub, &seq)
+	fast.waitProgress(t, last)
+	// No more publishing: the slow subscriber reads and must cover every
+	// position up to last with messages and GAP slow.
+	sr := readInBackground(slow)
+	sr.waitProgress(t, last)
+	evs, err := sr.stop()
+	if err != nil {
+		t.Fatalf("slow subscriber: %v", err)
+	}
+	_, gaps, err := checkStream(evs, 1, from, last)
+	if err != nil {
+		t.Fatalf("slow subscriber: %v", err)
+	}
+	if len(gaps) == 0 || gaps[len(gaps)-1].Reason != wire.GapSlow {
+		t.Fatalf("gaps %v, want a final GAP slow", gaps)
+	}
+	if _, err := fast.stop(); err != nil {
+		t.Fatalf("fast subscriber: %v", err)
+	}
+}

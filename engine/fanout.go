@@ -255,7 +255,51 @@ func (lc *loopChan) deliver() {
 		}
 		lc.live.pos += uint64(r.count)
 	}
+	lc.settleSkips()
 	lc.deliverCatchup()
+}
+
+// settleSkips ends the skipping of live subscribers whose connection has
+// drained: they get GAP reason slow for what they missed and continue at
+// the live edge. Without it a subscriber that was skipping when the
+// channel went quiet would never learn of its gap.
+func (lc *loopChan) settleSkips() {
+	waiting := false
+	for _, s := range lc.liveSubs {
+		if !s.skipping {
+			continue
+		}
+		c := s.c
+		if c.closing || c.closed {
+			continue
+		}
+		if c.outbound() > c.l.srv.opts.OutboundLimit {
+			waiting = true
+			continue
+		}
+		if lc.live.pos > s.skipFrom {
+			c.sendGap(s.id, s.skipFrom, lc.live.pos-1, wire.GapSlow)
+		}
+		s.skipping = false
+	}
+	if waiting {
+		lc.retryLater()
+	}
+}
+
+// retryLater runs deliver again shortly: nothing tells a loop when a
+// socket drains, so subscribers waiting for that are polled.
+func (lc *loopChan) retryLater() {
+	if lc.retry {
+		return
+	}
+	lc.retry = true
+	time.AfterFunc(2*time.Millisecond, func() {
+		lc.l.execute(func() {
+			lc.retry = false
+			lc.deliver()
+		})
+	})
 }
 
 // send delivers one live batch to s, applying the slow-consumer policy.
@@ -329,15 +373,8 @@ func (lc *loopChan) deliverCatchup() {
 	switch {
 	case more:
 		lc.schedule()
-	case blocked && !lc.retry:
-		// Nothing tells us when a socket drains: look again shortly.
-		lc.retry = true
-		time.AfterFunc(2*time.Millisecond, func() {
-			lc.l.execute(func() {
-				lc.retry = false
-				lc.deliver()
-			})
-		})
+	case blocked:
+		lc.retryLater()
 	}
 }
 
