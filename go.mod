@@ -3,6 +3,7 @@ module github.com/sluice-rtm/sluice
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 )

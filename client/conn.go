@@ -115,6 +115,11 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: connect %s: %w", addr, err)
 	}
+	if c.opts.tls != nil {
+		if nc, err = tlsHandshake(ctx, nc, addr, c.opts.tls); err != nil {
+			return nil, fmt.Errorf("client: TLS with %s: %w", addr, err)
+		}
+	}
 	// The deadline bounds the handshake; a cancelled ctx interrupts it.
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)

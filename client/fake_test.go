@@ -28,6 +28,12 @@ func newFakeServer(t *testing.T) *fakeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFakeServerOn(t, ln)
+}
+
+// newFakeServerOn is newFakeServer on a listener of the caller's (e.g. a
+// TLS one).
+func newFakeServerOn(t *testing.T, ln net.Listener) *fakeServer {
 	f := &fakeServer{t: t, ln: ln, conns: make(chan net.Conn, 16)}
 	go func() {
 		for {

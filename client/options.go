@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -49,6 +50,7 @@ type options struct {
 	dialTimeout time.Duration
 	maxBody     uint32
 	dialer      func(ctx context.Context, addr string) (net.Conn, error)
+	tls         *tls.Config
 }
 
 func defaultOptions() options {
@@ -164,6 +166,21 @@ func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) O
 			return fmt.Errorf("%w: nil dialer", ErrInvalidOption)
 		}
 		o.dialer = dial
+		return nil
+	}
+}
+
+// WithTLS makes every connection use TLS with cfg (cloned; set RootCAs to
+// trust a private CA and ServerName when the address is not the name in
+// the server's certificate: by default the host part of the address
+// dialled is used). The TLS handshake counts towards the dial timeout. With
+// WithDialer, TLS runs over the connection the dialer returns.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) error {
+		if cfg == nil {
+			return fmt.Errorf("%w: nil TLS config", ErrInvalidOption)
+		}
+		o.tls = cfg.Clone()
 		return nil
 	}
 }

@@ -112,4 +112,3 @@ func BenchmarkFanout(b *testing.B) {
 		}
 	}
 }
-

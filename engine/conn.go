@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/binary"
+
 	"github.com/panjf2000/gnet/v2"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -37,6 +39,8 @@ type conn struct {
 	ownBegin int  // start in scratch of the last iov entry when lastOwn
 	lastOwn  bool // the last iov entry is the tail of scratch
 	pending  int  // bytes in iov not yet handed to gnet
+
+	sec connSec // identity, permissions, rate limit, activity (auth.go)
 }
 
 // outbound is the number of bytes waiting to be written to the peer.
@@ -85,6 +89,7 @@ func (c *conn) markDirty() {
 func (c *conn) flush() {
 	if len(c.iov) > 0 && !c.closed {
 		_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
+		c.l.stats.bytesOut += uint64(c.pending)
 	}
 	clear(c.iov)
 	c.iov = c.iov[:0]
@@ -109,6 +114,7 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 		// nothing may follow a fatal ERROR (PROTOCOL.md 7.1).
 		c.flushAcks(c.l.srv.maxBody)
 	}
+	c.l.stats.countError(code)
 	s, k := c.ownStart()
 	c.scratch = wire.AppendError(c.scratch, id, wire.Error{Code: code, Retriable: code.Retriable(), Text: text})
 	c.ownEnd(s, k)
@@ -123,6 +129,7 @@ func (c *conn) sendGap(subID uint32, from, to uint64, r wire.GapReason) {
 	if c.closing || c.closed {
 		return // nothing follows a fatal ERROR
 	}
+	c.l.stats.countGap(r)
 	s, k := c.ownStart()
 	c.scratch = wire.AppendGap(c.scratch, subID, wire.Gap{From: from, To: to, Reason: r})
 	c.ownEnd(s, k)
@@ -131,6 +138,7 @@ func (c *conn) sendGap(subID uint32, from, to uint64, r wire.GapReason) {
 // sendData queues a DATA frame for subID whose body is prefix followed by
 // the record run; prefix and run are shared, only the header is copied.
 func (c *conn) sendData(subID uint32, prefix []byte, run [][]byte, nbytes int) {
+	c.l.stats.msgsOut += uint64(binary.BigEndian.Uint32(prefix[8:])) // the prefix's count
 	s, k := c.ownStart()
 	c.scratch = wire.AppendHeader(c.scratch, wire.TypeData, 0, subID, len(prefix)+nbytes)
 	c.ownEnd(s, k)

@@ -30,6 +30,8 @@ type loop struct {
 	iov             [][]byte
 	closeAfterFlush []*conn
 	reap            []*conn
+
+	stats loopStats // counters for metrics (metrics.go)
 }
 
 func newLoop(idx int, el gnet.EventLoop, srv *Server) *loop {
@@ -149,6 +151,7 @@ func (l *loop) cleanup(c *conn) {
 	clear(c.subs)
 	delete(l.conns, c)
 	l.srv.conns.Add(-1)
+	l.srv.forget(c)
 }
 
 // traffic is gnet's OnTraffic: decode every complete frame, act on it,
@@ -157,6 +160,7 @@ func (l *loop) cleanup(c *conn) {
 // bytes of one frame are ever buffered.
 func (l *loop) traffic(c *conn) gnet.Action {
 	l.begin()
+	c.noteInput(l.now)
 	buf, _ := c.gc.Peek(-1)
 	off := 0
 	for !c.closing && !c.closed {
@@ -184,6 +188,7 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	if c.closing {
 		off = len(buf)
 	}
+	l.stats.bytesIn += uint64(off)
 	if off > 0 {
 		// Never Discard(0): gnet treats n <= 0 as "discard everything",
 		// which would drop a partial frame and desynchronise the stream.
@@ -262,6 +267,9 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 			fmt.Sprintf("client speaks versions %d..%d, server speaks %d", hello.MinVersion, hello.MaxVersion, wire.Version1))
 		return
 	}
+	if !l.authenticate(c, h.ID, hello.Token) {
+		return
+	}
 	c.hello = true
 	s, k := c.ownStart()
 	w := l.srv.welcome
@@ -281,6 +289,9 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 			fmt.Sprintf("payload of %d bytes exceeds the limit of %d", len(payload), l.srv.opts.MaxPayload))
 		return
 	}
+	if !l.allowPublish(c, h.ID, name) {
+		return
+	}
 	lc := l.chans[string(name)]
 	if lc == nil {
 		if err := wire.ValidChannel(name); err != nil {
@@ -295,6 +306,8 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 		return
 	}
 	lc.lastUse = l.now
+	l.stats.msgsIn++
+	l.stats.payloadIn += uint64(len(payload))
 	if !lc.touched {
 		lc.touched = true
 		l.touched = append(l.touched, lc)
@@ -326,6 +339,7 @@ func (l *loop) sweep() {
 			c.sendError(0, wire.CodeHandshakeTimeout,
 				fmt.Sprintf("no HELLO within %v", l.srv.opts.HandshakeTimeout))
 		}
+		l.checkIdle(c)
 	}
 	idle := l.now - int64(time.Second)
 	for name, lc := range l.chans {

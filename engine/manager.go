@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -33,6 +34,8 @@ type localManager struct {
 		mu sync.RWMutex
 		m  map[string]*mchan
 	}
+
+	grants atomic.Int64 // write grants issued (metrics)
 
 	tombMu    sync.Mutex
 	tombs     map[string]tombstone
@@ -101,6 +104,7 @@ func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
 	now := m.now().UnixNano()
 	cs := mc.st
 	cs.lastUse = now
+	m.grants.Add(1)
 	if ref, ok := cs.open(); ok {
 		if ref.ID != after && now < ref.LeaseEnd {
 			return cs.grantFor(channel, ref), nil

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,8 +74,38 @@ type Options struct {
 	// PingInterval is advertised to clients in WELCOME.
 	PingInterval time.Duration
 	// HandshakeTimeout closes a connection that has not completed HELLO in
-	// this time.
+	// this time (for TLS clients: the TLS handshake and HELLO, each).
 	HandshakeTimeout time.Duration
+	// IdleTimeout closes (ERROR IDLE_TIMEOUT) a connection that sent
+	// nothing for this long; after PingInterval of silence the server sends
+	// it a PING, which a live client answers. 0 disables it.
+	IdleTimeout time.Duration
+
+	// Auth enables authentication and per-channel permissions; nil accepts
+	// every client and allows everything (then Listen should stay on
+	// loopback: Start warns otherwise). Server.SetAuth replaces it on a
+	// running server (see auth.go).
+	Auth *AuthConfig
+	// PublishRate limits each connection to this many publishes per second
+	// on average (0 = unlimited); PublishBurst more may arrive at once. A
+	// publish over the limit gets ERROR RATE_LIMITED and is dropped.
+	PublishRate  float64
+	PublishBurst int
+	// MaxConnsPerAddr caps concurrent connections from one remote IP
+	// address (0 = unlimited); past it ERROR TOO_MANY_CONNECTIONS.
+	MaxConnsPerAddr int
+
+	// TLSListen is a second client address served with TLS ("" = none).
+	// The certificate comes from TLSConfig if set, else from TLSCertFile
+	// and TLSKeyFile (PEM).
+	TLSListen   string
+	TLSCertFile string
+	TLSKeyFile  string
+	TLSConfig   *tls.Config
+
+	// MetricsListen serves /metrics (Prometheus text format), /healthz
+	// and /readyz over HTTP on this address ("" = none).
+	MetricsListen string
 
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -100,14 +131,32 @@ func DefaultOptions() Options {
 		SlowPolicy:       SlowSkip,
 		PingInterval:     30 * time.Second,
 		HandshakeTimeout: 5 * time.Second,
+		IdleTimeout:      90 * time.Second,
+		PublishBurst:     1000,
 	}
 }
 
 // ErrInvalidOptions is wrapped by every error Validate returns.
 var ErrInvalidOptions = errors.New("engine: invalid options")
 
+// OptionError is the error Validate returns: Field names the Options
+// field (e.g. "ChannelRules[2].TTL", "Auth.Roles[0].Publish[1]"), Problem
+// says what is wrong with it. It wraps ErrInvalidOptions.
+type OptionError struct {
+	Field   string
+	Problem string
+}
+
+// Error returns "engine: invalid options: FIELD: PROBLEM".
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrInvalidOptions, e.Field, e.Problem)
+}
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionError) Unwrap() error { return ErrInvalidOptions }
+
 func optErr(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
+	return &OptionError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
 // Validate checks every field and names the first one that is wrong.
@@ -134,6 +183,9 @@ func (o *Options) Validate() error {
 		return optErr("PingInterval", "negative")
 	case o.HandshakeTimeout <= 0:
 		return optErr("HandshakeTimeout", "must be positive")
+	}
+	if err := o.validateSecurity(); err != nil {
+		return err
 	}
 	if err := checkLimits("", o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL, o.MaxPayload); err != nil {
 		return err

@@ -50,6 +50,8 @@ type Server struct {
 
 	tickStop chan struct{}
 	tickDone chan struct{}
+
+	security // auth, limits, TLS, metrics (security.go)
 }
 
 // Start validates opts, starts the event loops and the lifecycle ticker,
@@ -73,6 +75,9 @@ func Start(opts Options) (*Server, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	if err := s.initSecurity(); err != nil {
+		return nil, err
+	}
 	s.maxBody = wire.MaxBodyFor(uint32(opts.MaxPayload))
 	s.host = newLocalHost(opts.ServerName)
 	s.mgr = newLocalManager(&s.opts, s.host, s.clock)
@@ -80,13 +85,13 @@ func Start(opts Options) (*Server, error) {
 
 	h := &handler{srv: s}
 	go func() {
-		err := gnet.Run(h, "tcp://"+opts.Listen,
+		err := gnet.Run(h, "tcp://"+opts.Listen, append([]gnet.Option{
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(opts.Loops),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithReuseAddr(true),
 			gnet.WithLogger(gnetLogger{s.log}),
-		)
+		}, s.tlsGnetOptions()...)...)
 		s.runErr = err
 		select {
 		case s.booted <- err:
@@ -98,8 +103,16 @@ func Start(opts Options) (*Server, error) {
 	if err := <-s.booted; err != nil {
 		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
 	}
+	if err := errors.Join(s.startTLS(), s.startMetrics()); err != nil {
+		s.stopTLSAccept()
+		s.stopMetrics()
+		_ = s.eng.Stop(context.Background())
+		<-s.done
+		return nil, err
+	}
 	go s.ticker()
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
+	s.warnExposure()
 	return s, nil
 }
 
@@ -110,10 +123,17 @@ func (s *Server) Addr() string { return s.addr }
 // Done is closed when the server has stopped.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// tickInterval is how often the streamlet lifecycle runs: a quarter of the
-// shortest lease or TTL in force, within 5ms..250ms.
+// tickInterval is how often the streamlet lifecycle and the loops' sweeps
+// run: a quarter of the shortest lease, TTL, handshake timeout, idle
+// timeout or ping interval in force, within 5ms..250ms.
 func (s *Server) tickInterval() time.Duration {
 	d := min(s.opts.LimitLife, s.opts.TTL, s.opts.HandshakeTimeout)
+	if s.opts.IdleTimeout > 0 {
+		d = min(d, s.opts.IdleTimeout)
+		if s.opts.PingInterval > 0 {
+			d = min(d, s.opts.PingInterval)
+		}
+	}
 	for _, r := range s.opts.ChannelRules {
 		if r.LimitLife > 0 {
 			d = min(d, r.LimitLife)
@@ -171,6 +191,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-s.done
 		return nil
 	}
+	s.stopTLSAccept()
 	close(s.tickStop)
 	<-s.tickDone
 	var wg sync.WaitGroup
@@ -187,6 +208,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.drain(ctx)
 	err := s.eng.Stop(context.Background())
 	<-s.done
+	s.waitTLS(ctx)
+	s.stopMetrics()
 	s.log.Info("sluice stopped", "addr", s.addr)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -282,19 +305,22 @@ func boundAddr(eng gnet.Engine) (string, error) {
 
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := h.srv
+	br, _ := gc.Context().(*bridged) // set by the TLS bridge (tls.go)
 	l := s.loopOf(gc.EventLoop())
 	c := l.open(gc)
 	n := s.conns.Add(1)
 	switch {
 	case s.shutting.Load():
+		s.countReject(RejectShutting)
 		c.closing = true
 		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeShuttingDown, Retriable: true, Text: "server shutting down"}), gnet.Close
 	case n > int64(s.opts.MaxConns):
+		s.countReject(RejectMaxConns)
 		c.closing = true
 		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeTooManyConnections,
 			Text: fmt.Sprintf("server is at its limit of %d connections", s.opts.MaxConns)}), gnet.Close
 	}
-	return nil, gnet.None
+	return s.admit(c, br)
 }
 
 func (h *handler) OnClose(gc gnet.Conn, _ error) gnet.Action {

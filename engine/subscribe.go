@@ -54,6 +54,9 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 		c.sendError(reqID, wire.CodeInvalidChannel, err.Error())
 		return
 	}
+	if !l.allowSubscribe(c, reqID, sb.Channel) {
+		return
+	}
 	if len(c.subs) >= srv.opts.MaxSubsPerConn {
 		c.sendError(reqID, wire.CodeTooManySubscriptions,
 			fmt.Sprintf("at most %d subscriptions per connection", srv.opts.MaxSubsPerConn))

@@ -1,0 +1,423 @@
+// Package config reads the TOML configuration file of `sluice serve`.
+//
+// The file mirrors the serve command line: every top-level key has the
+// name of a flag (without the dashes) and the same meaning and syntax
+// (sizes like "2MiB", durations like "4s"). Tables add what a command line
+// cannot say well: [auth] (tokens, roles, permissions), [[channel-rules]]
+// (limits per channel prefix) and [cluster] (reserved). Unknown keys are
+// errors, and every error names the key and the problem. Defaults are
+// engine.DefaultOptions; a flag given on the command line wins over the
+// file. See sluice.example.toml at the repository root.
+//
+// Everything here is pure apart from reading the file; it is safe for
+// concurrent use.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/sluice-rtm/sluice/engine"
+)
+
+// ErrInvalid is wrapped by every error about the content of a file.
+var ErrInvalid = errors.New("invalid setting")
+
+// Serve is everything `sluice serve` is configured with.
+type Serve struct {
+	Options         engine.Options
+	LogLevel        slog.Level
+	ShutdownTimeout time.Duration
+	// ClusterSecret is the shared secret of cluster links (key
+	// cluster.secret). Reserved: there are no cluster links yet, so it is
+	// only validated.
+	ClusterSecret string
+}
+
+// Default returns the serve defaults: engine.DefaultOptions, log level
+// info, shutdown timeout 10s.
+func Default() Serve {
+	return Serve{Options: engine.DefaultOptions(), LogLevel: slog.LevelInfo, ShutdownTimeout: 10 * time.Second}
+}
+
+// file is the layout of the TOML document. Pointers tell a key that is
+// absent (keep the value) from one set to its zero value.
+type file struct {
+	Listen          *string     `toml:"listen"`
+	Loops           *int        `toml:"loops"`
+	Name            *string     `toml:"name"`
+	LimitMsgs       *int        `toml:"limit-msgs"`
+	LimitSize       *Size       `toml:"limit-size"`
+	LimitLife       *Duration   `toml:"limit-life"`
+	TTL             *Duration   `toml:"ttl"`
+	MaxPayload      *Size       `toml:"max-payload"`
+	MaxConns        *int        `toml:"max-conns"`
+	MaxSubs         *int        `toml:"max-subs"`
+	OutboundLimit   *Size       `toml:"outbound-limit"`
+	SlowPolicy      *string     `toml:"slow-policy"`
+	PingInterval    *Duration   `toml:"ping-interval"`
+	HandshakeTO     *Duration   `toml:"handshake-timeout"`
+	IdleTimeout     *Duration   `toml:"idle-timeout"`
+	PublishRate     *float64    `toml:"publish-rate"`
+	PublishBurst    *int        `toml:"publish-burst"`
+	MaxConnsPerAddr *int        `toml:"max-conns-per-addr"`
+	TLSListen       *string     `toml:"tls-listen"`
+	TLSCert         *string     `toml:"tls-cert"`
+	TLSKey          *string     `toml:"tls-key"`
+	MetricsListen   *string     `toml:"metrics-listen"`
+	LogLevel        *string     `toml:"log-level"`
+	ShutdownTimeout *Duration   `toml:"shutdown-timeout"`
+	ChannelRules    []rule      `toml:"channel-rules"`
+	Auth            *authTable  `toml:"auth"`
+	Cluster         *clusterTab `toml:"cluster"`
+}
+
+type rule struct {
+	Prefix    string   `toml:"prefix"`
+	LimitMsgs int      `toml:"limit-msgs"`
+	LimitSize Size     `toml:"limit-size"`
+	LimitLife Duration `toml:"limit-life"`
+	TTL       Duration `toml:"ttl"`
+}
+
+type authTable struct {
+	Anonymous string      `toml:"anonymous"`
+	Roles     []roleTable `toml:"roles"`
+	Tokens    []tokenTab  `toml:"tokens"`
+}
+
+type roleTable struct {
+	Name      string   `toml:"name"`
+	Publish   []string `toml:"publish"`
+	Subscribe []string `toml:"subscribe"`
+}
+
+type tokenTab struct {
+	Name string `toml:"name"`
+	Hash string `toml:"hash"`
+	Role string `toml:"role"`
+}
+
+type clusterTab struct {
+	Secret string `toml:"secret"`
+}
+
+// MinClusterSecret is the shortest accepted cluster.secret, in bytes.
+const MinClusterSecret = 32
+
+// Size is a byte count written as an integer or a string with a unit
+// (see ParseSize).
+type Size int
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := ParseSize(string(b))
+	*s = Size(n)
+	return err
+}
+
+// Duration is a time.Duration written as a Go duration string ("500ms",
+// "4s", "1m30s"); a bare number is refused, so that "4" cannot silently
+// mean four nanoseconds.
+type Duration time.Duration
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. 500ms, 4s, 1m30s)", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+// ParseSize parses a size in bytes: "123", "512K", "2MiB" (x1024 units K,
+// M, G, KiB, MiB, GiB), "1.5MB" (x1000 units KB, MB, GB).
+func ParseSize(s string) (int, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 || math.IsNaN(v) {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 1048576, 512KiB, 2MB)", s)
+	}
+	total := v * float64(mult)
+	if total > math.MaxInt32*1024.0 || total != math.Trunc(total) {
+		return 0, fmt.Errorf("invalid size %q: not a whole number of bytes in range", s)
+	}
+	return int(total), nil
+}
+
+// ParseLevel parses a log level: debug, info, warn or error.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+// Load reads the file at path and applies it to dst (whose values are
+// kept for keys the file does not set), then validates the result. Errors
+// name the file, the key and the problem.
+func Load(path string, dst *Serve) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := Parse(b, dst); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Parse is Load for a document in memory.
+func Parse(doc []byte, dst *Serve) error {
+	out := *dst
+	if err := decode(doc, &out); err != nil {
+		return err
+	}
+	if err := Validate(&out); err != nil {
+		return err
+	}
+	*dst = out
+	return nil
+}
+
+// decode parses doc, refuses unknown keys and applies it to dst.
+func decode(doc []byte, dst *Serve) error {
+	var f file
+	md, err := toml.Decode(string(doc), &f)
+	if err != nil {
+		return decodeError(err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("%w: unknown key %s", ErrInvalid, strings.Join(keys, ", "))
+	}
+	return f.apply(dst)
+}
+
+// keyErr is an error about one key.
+func keyErr(key, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+}
+
+// typeErrRe extracts the key from BurntSushi/toml's type errors.
+var typeErrRe = regexp.MustCompile(`toml: (?:line \d+ \(last key "([^"]*)"\): )?(.*)`)
+
+// decodeError turns a TOML syntax or type error into one that names the
+// key (when the parser knows it) and the line.
+func decodeError(err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		key := pe.LastKey
+		if key == "" {
+			key = "document"
+		}
+		return fmt.Errorf("%w: line %d: %s: %s", ErrInvalid, pe.Position.Line, key, pe.Message)
+	}
+	if m := typeErrRe.FindStringSubmatch(err.Error()); m != nil && m[1] != "" {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, m[1], m[2])
+	}
+	return fmt.Errorf("%w: %v", ErrInvalid, err)
+}
+
+// apply copies the keys that are set into dst.
+func (f *file) apply(dst *Serve) error {
+	o := &dst.Options
+	set := func(p *string, v *string) {
+		if v != nil {
+			*p = *v
+		}
+	}
+	seti := func(p *int, v *int) {
+		if v != nil {
+			*p = *v
+		}
+	}
+	setd := func(p *time.Duration, v *Duration) {
+		if v != nil {
+			*p = time.Duration(*v)
+		}
+	}
+	sets := func(p *int, v *Size) {
+		if v != nil {
+			*p = int(*v)
+		}
+	}
+	set(&o.Listen, f.Listen)
+	seti(&o.Loops, f.Loops)
+	set(&o.ServerName, f.Name)
+	seti(&o.LimitMsgs, f.LimitMsgs)
+	sets(&o.LimitSize, f.LimitSize)
+	setd(&o.LimitLife, f.LimitLife)
+	setd(&o.TTL, f.TTL)
+	sets(&o.MaxPayload, f.MaxPayload)
+	seti(&o.MaxConns, f.MaxConns)
+	seti(&o.MaxSubsPerConn, f.MaxSubs)
+	sets(&o.OutboundLimit, f.OutboundLimit)
+	if f.SlowPolicy != nil {
+		o.SlowPolicy = engine.SlowPolicy(*f.SlowPolicy)
+	}
+	setd(&o.PingInterval, f.PingInterval)
+	setd(&o.HandshakeTimeout, f.HandshakeTO)
+	setd(&o.IdleTimeout, f.IdleTimeout)
+	if f.PublishRate != nil {
+		o.PublishRate = *f.PublishRate
+	}
+	seti(&o.PublishBurst, f.PublishBurst)
+	seti(&o.MaxConnsPerAddr, f.MaxConnsPerAddr)
+	set(&o.TLSListen, f.TLSListen)
+	set(&o.TLSCertFile, f.TLSCert)
+	set(&o.TLSKeyFile, f.TLSKey)
+	set(&o.MetricsListen, f.MetricsListen)
+	if f.LogLevel != nil {
+		l, err := ParseLevel(*f.LogLevel)
+		if err != nil {
+			return keyErr("log-level", "%q is not debug, info, warn or error", *f.LogLevel)
+		}
+		dst.LogLevel = l
+	}
+	setd(&dst.ShutdownTimeout, f.ShutdownTimeout)
+	if f.ChannelRules != nil {
+		o.ChannelRules = nil
+		for _, r := range f.ChannelRules {
+			o.ChannelRules = append(o.ChannelRules, engine.ChannelRule{
+				Prefix: r.Prefix, LimitMsgs: r.LimitMsgs, LimitSize: int(r.LimitSize),
+				LimitLife: time.Duration(r.LimitLife), TTL: time.Duration(r.TTL),
+			})
+		}
+	}
+	if f.Auth != nil {
+		a := &engine.AuthConfig{Anonymous: f.Auth.Anonymous}
+		for _, r := range f.Auth.Roles {
+			a.Roles = append(a.Roles, engine.Role{Name: r.Name, Publish: r.Publish, Subscribe: r.Subscribe})
+		}
+		for _, t := range f.Auth.Tokens {
+			a.Credentials = append(a.Credentials, engine.Credential{Name: t.Name, Hash: t.Hash, Role: t.Role})
+		}
+		o.Auth = a
+	}
+	if f.Cluster != nil {
+		dst.ClusterSecret = f.Cluster.Secret
+	}
+	return nil
+}
+
+// Validate checks a complete serve configuration; errors name the key (or
+// flag: they have the same names) and the problem.
+func Validate(s *Serve) error {
+	if s.ShutdownTimeout <= 0 {
+		return keyErr("shutdown-timeout", "must be positive, got %v", s.ShutdownTimeout)
+	}
+	if s.ClusterSecret != "" && len(s.ClusterSecret) < MinClusterSecret {
+		return keyErr("cluster.secret", "%d bytes; a shared secret needs at least %d", len(s.ClusterSecret), MinClusterSecret)
+	}
+	if err := s.Options.Validate(); err != nil {
+		return Describe(err)
+	}
+	return nil
+}
+
+// fieldKeys maps engine.Options fields to their keys (and flags).
+var fieldKeys = map[string]string{
+	"Listen": "listen", "Loops": "loops", "ServerName": "name",
+	"MaxConns": "max-conns", "MaxSubsPerConn": "max-subs", "MaxPayload": "max-payload",
+	"LimitMsgs": "limit-msgs", "LimitSize": "limit-size", "LimitLife": "limit-life", "TTL": "ttl",
+	"OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
+	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
+	"PublishRate": "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",
+	"TLSListen": "tls-listen", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",
+	"MetricsListen": "metrics-listen",
+	"Prefix":        "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",
+	"Name": "name", "Publish": "publish", "Subscribe": "subscribe", "Hash": "hash", "Role": "role",
+	"ChannelRules": "channel-rules", "Auth": "auth",
+}
+
+// fieldPart matches one element of an engine field path: a name and an
+// optional index.
+var fieldPart = regexp.MustCompile(`^([A-Za-z]+)(\[\d+\])?$`)
+
+// KeyFor translates an engine.Options field path ("ChannelRules[1].TTL",
+// "Auth.Credentials[0].Hash") to the configuration key
+// ("channel-rules[1].ttl", "auth.tokens[0].hash").
+func KeyFor(field string) string {
+	parts := strings.Split(field, ".")
+	for i, p := range parts {
+		m := fieldPart.FindStringSubmatch(p)
+		if m == nil {
+			return field
+		}
+		k, ok := fieldKeys[m[1]]
+		if !ok {
+			return field
+		}
+		parts[i] = k + m[2]
+	}
+	return strings.Join(parts, ".")
+}
+
+// Describe rewrites an engine.OptionError so that it names the key; other
+// errors are returned as they are.
+func Describe(err error) error {
+	var oe *engine.OptionError
+	if errors.As(err, &oe) {
+		// The problem may mention other fields ("longer than
+		// PingInterval"): name their keys instead.
+		problem := fieldWord.ReplaceAllStringFunc(oe.Problem, func(w string) string {
+			if k, ok := fieldKeys[w]; ok && w != "Name" && w != "Role" && w != "Hash" && w != "Prefix" {
+				return k
+			}
+			return w
+		})
+		return keyErr(KeyFor(oe.Field), "%s", problem)
+	}
+	return err
+}
+
+var fieldWord = regexp.MustCompile(`\b[A-Z][A-Za-z]+\b`)
+
+// LoadAuth reads the file at path and returns its [auth] setup (nil when
+// the file has none: authentication off), validated. The whole document
+// must parse and have no unknown key; the other keys are not checked
+// again, because only [auth] is reloaded (command-line flags may have
+// completed them at start). It is what a reload (SIGHUP) installs with
+// engine.Server.SetAuth.
+func LoadAuth(path string) (*engine.AuthConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	s := Default()
+	if err := decode(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := s.Options.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, Describe(err))
+	}
+	return s.Options.Auth, nil
+}

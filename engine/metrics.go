@@ -1,0 +1,352 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// loopStats are one loop's counters. They are plain integers written only
+// on the loop's goroutine (no atomics on the message path); a scrape reads
+// them with a task on the loop (Server.Metrics).
+type loopStats struct {
+	bytesIn   uint64 // frame bytes read from clients
+	msgsIn    uint64 // publishes stored
+	payloadIn uint64 // payload bytes of those publishes
+	msgsOut   uint64 // messages sent in DATA frames (once per subscriber)
+	bytesOut  uint64 // bytes handed to the sockets
+	errs      [32]uint64
+	gaps      [4]uint64 // by wire.GapReason
+}
+
+// countError counts an ERROR frame sent with code.
+func (st *loopStats) countError(code wire.Code) {
+	if int(code) < len(st.errs) {
+		st.errs[code]++
+	}
+}
+
+// countGap counts a GAP frame sent with reason r.
+func (st *loopStats) countGap(r wire.GapReason) {
+	if int(r) < len(st.gaps) {
+		st.gaps[r]++
+	}
+}
+
+// Reasons a connection is refused before it is served, the keys of
+// Metrics.Rejected.
+const (
+	RejectMaxConns     = "max_conns"
+	RejectPerAddr      = "max_conns_per_addr"
+	RejectShutting     = "shutting_down"
+	RejectTLSHandshake = "tls_handshake"
+)
+
+var rejectReasons = []string{RejectMaxConns, RejectPerAddr, RejectShutting, RejectTLSHandshake}
+
+// Metrics is a snapshot of a server's counters (totals since Start) and
+// gauges (values now). The maps are the caller's.
+type Metrics struct {
+	Node string
+
+	Connections    int64 // open client connections (gauge)
+	TLSConnections int64 // of which came through the TLS listener (gauge)
+	Subscriptions  int64 // gauge
+	Accepted       int64 // connections admitted (TCP or TLS; not refused at open) in total
+	// Rejected counts connections refused before HELLO, by reason
+	// (Reject... constants).
+	Rejected map[string]int64
+
+	MessagesIn   int64 // publishes stored
+	PayloadIn    int64 // their payload bytes
+	BytesIn      int64 // frame bytes read from clients
+	MessagesOut  int64 // messages delivered (once per subscriber)
+	BytesOut     int64 // bytes written to clients
+	Errors       map[string]int64
+	Gaps         map[string]int64 // GAP frames by reason name
+	SlowSkips    int64            // slow-consumer policy "skip" applied
+	SlowCloses   int64            // connections closed as slow consumers
+	AuthReloads  int64
+	Unauthorized int64 // ERROR UNAUTHENTICATED sent
+	Forbidden    int64 // ERROR FORBIDDEN sent
+	// Violations counts limit violations by limit: handshake_timeout,
+	// idle_timeout, publish_rate, max_conns, max_conns_per_addr.
+	Violations map[string]int64
+
+	StreamletsHosted  int64 // gauge
+	StreamletsCreated int64
+	Channels          int64 // managed channels (gauge)
+	Grants            int64 // write grants issued
+
+	HeapBytes  int64   // Go heap in use (gauge)
+	Goroutines int64   // gauge
+	CPUSeconds float64 // process user+system CPU time
+}
+
+// loopGauges is what a scrape collects from one loop.
+type loopGauges struct {
+	st               loopStats
+	conns, tls, subs int64
+}
+
+// Metrics collects a snapshot: counters from every loop (one task each, so
+// it waits for busy loops at most until ctx ends; loops that did not
+// answer are left out) and the node's load. Safe for concurrent use.
+func (s *Server) Metrics(ctx context.Context) Metrics {
+	ls := s.loopList()
+	ch := make(chan loopGauges, len(ls))
+	sent := 0
+	for _, l := range ls {
+		err := l.el.Execute(ctx, task{l, func() {
+			g := loopGauges{st: l.stats}
+			for c := range l.conns {
+				if c.closed {
+					continue
+				}
+				g.conns++
+				if c.sec.tls {
+					g.tls++
+				}
+				g.subs += int64(len(c.subs))
+			}
+			ch <- g
+		}})
+		if err == nil {
+			sent++
+		}
+	}
+	var sum loopGauges
+collect:
+	for range sent {
+		select {
+		case g := <-ch:
+			sum.conns += g.conns
+			sum.tls += g.tls
+			sum.subs += g.subs
+			st := &sum.st
+			st.bytesIn += g.st.bytesIn
+			st.msgsIn += g.st.msgsIn
+			st.payloadIn += g.st.payloadIn
+			st.msgsOut += g.st.msgsOut
+			st.bytesOut += g.st.bytesOut
+			for i := range st.errs {
+				st.errs[i] += g.st.errs[i]
+			}
+			for i := range st.gaps {
+				st.gaps[i] += g.st.gaps[i]
+			}
+		case <-ctx.Done():
+			break collect
+		}
+	}
+	m := Metrics{
+		Node:        s.opts.ServerName,
+		Connections: sum.conns, TLSConnections: sum.tls, Subscriptions: sum.subs,
+		Accepted: s.accepted.Load(), Rejected: make(map[string]int64),
+		MessagesIn: int64(sum.st.msgsIn), PayloadIn: int64(sum.st.payloadIn), BytesIn: int64(sum.st.bytesIn),
+		MessagesOut: int64(sum.st.msgsOut), BytesOut: int64(sum.st.bytesOut),
+		Errors: make(map[string]int64), Gaps: make(map[string]int64),
+		SlowSkips: s.slowSkips.Load(), SlowCloses: int64(sum.st.errs[wire.CodeSlowConsumer]),
+		AuthReloads:  s.reloads.Load(),
+		Unauthorized: int64(sum.st.errs[wire.CodeUnauthenticated]),
+		Forbidden:    int64(sum.st.errs[wire.CodeForbidden]),
+		Violations:   make(map[string]int64),
+
+		StreamletsHosted: s.host.hosted.Load(), StreamletsCreated: int64(s.host.nextID.Load()),
+		Channels: int64(s.mgr.channels()), Grants: s.mgr.grants.Load(),
+		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
+	}
+	for i, r := range rejectReasons {
+		m.Rejected[r] = s.rejected[i].Load()
+	}
+	for c := wire.Code(1); int(c) < len(sum.st.errs); c++ {
+		// Every defined code, zeros included, so that series are stable.
+		if name := c.String(); !strings.HasPrefix(name, "Code(") {
+			m.Errors[name] = int64(sum.st.errs[c])
+		}
+	}
+	m.Errors[wire.CodeTooManyConnections.String()] += m.Rejected[RejectMaxConns] + m.Rejected[RejectPerAddr]
+	for r := wire.GapExpired; r <= wire.GapLost; r++ {
+		m.Gaps[r.String()] = int64(sum.st.gaps[r])
+	}
+	m.Violations["handshake_timeout"] = int64(sum.st.errs[wire.CodeHandshakeTimeout]) + m.Rejected[RejectTLSHandshake]
+	m.Violations["idle_timeout"] = int64(sum.st.errs[wire.CodeIdleTimeout])
+	m.Violations["publish_rate"] = int64(sum.st.errs[wire.CodeRateLimited])
+	m.Violations["max_conns"] = m.Rejected[RejectMaxConns]
+	m.Violations["max_conns_per_addr"] = m.Rejected[RejectPerAddr]
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.HeapBytes = int64(ms.HeapInuse)
+	return m
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// promWriter writes the Prometheus text exposition format (version 0.0.4).
+type promWriter struct {
+	w   *bufio.Writer
+	err error
+}
+
+func (p *promWriter) family(name, typ, help string) {
+	fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+// sample writes one line; labels are name/value pairs.
+func (p *promWriter) sample(name string, v float64, labels ...string) {
+	p.w.WriteString(name)
+	if len(labels) > 0 {
+		p.w.WriteByte('{')
+		for i := 0; i+1 < len(labels); i += 2 {
+			if i > 0 {
+				p.w.WriteByte(',')
+			}
+			p.w.WriteString(labels[i])
+			p.w.WriteString(`="`)
+			p.w.WriteString(escapeLabel(labels[i+1]))
+			p.w.WriteByte('"')
+		}
+		p.w.WriteByte('}')
+	}
+	p.w.WriteByte(' ')
+	p.w.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	p.w.WriteByte('\n')
+}
+
+func (p *promWriter) one(name, typ, help string, v float64, labels ...string) {
+	p.family(name, typ, help)
+	p.sample(name, v, labels...)
+}
+
+func (p *promWriter) byKey(name, typ, help, label string, m map[string]int64) {
+	p.family(name, typ, help)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.sample(name, float64(m[k]), label, k)
+	}
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+
+// WriteMetrics writes m in the Prometheus text format.
+func WriteMetrics(w io.Writer, m Metrics) error {
+	p := &promWriter{w: bufio.NewWriter(w)}
+	p.one("sluice_connections", "gauge", "Open client connections.", float64(m.Connections))
+	p.one("sluice_tls_connections", "gauge", "Open client connections that came through the TLS listener.", float64(m.TLSConnections))
+	p.one("sluice_subscriptions", "gauge", "Active subscriptions.", float64(m.Subscriptions))
+	p.one("sluice_connections_accepted_total", "counter", "Client connections admitted (TCP or TLS), not counting those refused when opened.", float64(m.Accepted))
+	p.byKey("sluice_connections_rejected_total", "counter", "Client connections refused before the handshake, by reason.", "reason", m.Rejected)
+	p.one("sluice_messages_in_total", "counter", "Messages published and stored.", float64(m.MessagesIn))
+	p.one("sluice_message_bytes_in_total", "counter", "Payload bytes of the messages published.", float64(m.PayloadIn))
+	p.one("sluice_received_bytes_total", "counter", "Frame bytes read from clients.", float64(m.BytesIn))
+	p.one("sluice_messages_out_total", "counter", "Messages delivered to subscribers (once per subscriber).", float64(m.MessagesOut))
+	p.one("sluice_sent_bytes_total", "counter", "Bytes written to clients.", float64(m.BytesOut))
+	p.byKey("sluice_errors_total", "counter", "ERROR frames sent, by code.", "code", m.Errors)
+	p.byKey("sluice_gaps_total", "counter", "GAP frames sent, by reason.", "reason", m.Gaps)
+	p.family("sluice_slow_consumer_actions_total", "counter", "Slow-consumer policy actions: skip (GAP slow) or disconnect.")
+	p.sample("sluice_slow_consumer_actions_total", float64(m.SlowSkips), "action", "skip")
+	p.sample("sluice_slow_consumer_actions_total", float64(m.SlowCloses), "action", "disconnect")
+	p.family("sluice_auth_failures_total", "counter", "Requests refused by authentication or permissions.")
+	p.sample("sluice_auth_failures_total", float64(m.Unauthorized), "kind", "unauthenticated")
+	p.sample("sluice_auth_failures_total", float64(m.Forbidden), "kind", "forbidden")
+	p.one("sluice_auth_reloads_total", "counter", "Authentication setups installed after start (SetAuth, SIGHUP).", float64(m.AuthReloads))
+	p.byKey("sluice_limit_violations_total", "counter", "Violations of the abuse limits, by limit.", "limit", m.Violations)
+	p.one("sluice_streamlets_created_total", "counter", "Streamlets created on this node.", float64(m.StreamletsCreated))
+	p.one("sluice_grants_total", "counter", "Write grants issued by this node's channel manager.", float64(m.Grants))
+	p.one("sluice_channels", "gauge", "Channels managed by this node.", float64(m.Channels))
+	node := []string{"node", m.Node}
+	p.one("sluice_node_streamlets_hosted", "gauge", "Node load: streamlets hosted.", float64(m.StreamletsHosted), node...)
+	p.one("sluice_node_connections", "gauge", "Node load: client connections.", float64(m.Connections), node...)
+	p.one("sluice_node_heap_bytes", "gauge", "Node load: Go heap in use, bytes.", float64(m.HeapBytes), node...)
+	p.one("sluice_node_goroutines", "gauge", "Node load: goroutines.", float64(m.Goroutines), node...)
+	p.one("sluice_node_cpu_seconds_total", "counter", "Node load: process CPU time (user+system).", m.CPUSeconds, node...)
+	return p.w.Flush()
+}
+
+// scrapeTimeout bounds how long /metrics waits for busy loops.
+const scrapeTimeout = 2 * time.Second
+
+// Handler returns the HTTP handler of the metrics listener: /metrics
+// (Prometheus text format), /healthz (200 while the server runs) and
+// /readyz (200 while it accepts clients, 503 once it shuts down). Safe for
+// concurrent use.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout)
+		defer cancel()
+		m := s.Metrics(ctx)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = WriteMetrics(w, m)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.stopped.Load() {
+			http.Error(w, "stopped", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.stopped.Load() || s.shutting.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// MetricsAddr returns the address of the metrics listener ("" without
+// one), with the port chosen when Options.MetricsListen had port 0.
+func (s *Server) MetricsAddr() string { return s.metricsAddr }
+
+// startMetrics starts the HTTP listener of Options.MetricsListen.
+func (s *Server) startMetrics() error {
+	if s.opts.MetricsListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.opts.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("engine: metrics listen on %s: %w", s.opts.MetricsListen, err)
+	}
+	s.metricsAddr = ln.Addr().String()
+	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn("metrics listener stopped", "err", err)
+		}
+	}()
+	s.log.Info("metrics listening", "addr", s.metricsAddr)
+	return nil
+}
+
+func (s *Server) stopMetrics() {
+	if s.httpSrv != nil {
+		_ = s.httpSrv.Close()
+	}
+}
