@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// QuickSuite is the set of scenario specs (see ParseSpec) that --quick
+// comparisons run when no scenario is named.
+var QuickSuite = []string{
+	"pub/size=16",
+	"pubsub/size=128",
+	"fanout/size=128,subs=10",
+	"ack-async/size=128",
+	"latency/size=128,rate=50000",
+	"replay/size=128,count=100000",
+}
+
+// FullSuite is every scenario at every standard size and shape; a full run
+// takes tens of minutes.
+var FullSuite = func() []string {
+	var s []string
+	for _, size := range Sizes {
+		s = append(s, fmt.Sprintf("pub/size=%d", size), fmt.Sprintf("pubsub/size=%d", size))
+	}
+	for _, n := range []int{10, 100, 1000} {
+		s = append(s, fmt.Sprintf("fanout/size=128,subs=%d", n))
+	}
+	s = append(s, "nm/size=128,pubs=4,subs=4,channels=64",
+		"ack-sync/size=128", "ack-async/size=128", "ack-async/size=1024",
+		"latency/size=128,rate=50000", "latency/size=1024,rate=10000",
+		"replay/size=128,count=1000000", "idle/conns=10000")
+	return s
+}()
+
+// AddFlags registers the workload flags on fs, writing into c; quick
+// receives --quick. Call it before fs.Parse; then apply the values with
+// ParseSpec for each scenario.
+func AddFlags(fs *flag.FlagSet, c *Config, quick *bool) {
+	fs.IntVar(&c.Size, "size", 0, "message payload `BYTES` (default 128; the suite uses 16, 128, 1024, 16384)")
+	fs.IntVar(&c.Count, "count", 0, "messages per publisher, or retained messages for replay, `N` (default 1000000; --quick 200000)")
+	fs.IntVar(&c.Pubs, "pubs", 0, "publisher connections, `N` (default per scenario)")
+	fs.IntVar(&c.Subs, "subs", 0, "subscriber connections, `N` (fanout default 10)")
+	fs.IntVar(&c.Channels, "channels", 0, "channels, `N` (nm default 64)")
+	fs.Float64Var(&c.Rate, "rate", 0, "latency: messages per second, `R` (default 50000)")
+	fs.DurationVar(&c.Duration, "duration", 0, "latency: how long to publish; others: cap on the publishing phase, `DUR` (default 10s / 1m; --quick 3s)")
+	fs.IntVar(&c.Window, "window", 0, "ack-async and replay fill: publishes in flight, `N` (default 1000)")
+	fs.IntVar(&c.Conns, "conns", 0, "idle: connections, `N` (default 10000; --quick 1000)")
+	fs.DurationVar(&c.Stall, "stall", 0, "give up waiting for deliveries after no progress for `DUR` (default 3s)")
+	fs.BoolVar(quick, "quick", false, "small counts and durations: a run of a few seconds per scenario")
+}
+
+// ParseSpec parses a scenario spec "NAME[/key=value,...]" (keys: size,
+// count, pubs, subs, channels, rate, duration, window, conns) over base,
+// and returns the scenario name and its configuration. Values in the spec
+// win over base.
+func ParseSpec(spec string, base Config) (string, Config, error) {
+	name, opts, _ := strings.Cut(spec, "/")
+	if _, err := Lookup(name); err != nil {
+		return "", base, err
+	}
+	c := base
+	if opts == "" {
+		return name, c, nil
+	}
+	for _, kv := range strings.Split(opts, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return "", base, fmt.Errorf("%w: %q in %q is not key=value", ErrConfig, kv, spec)
+		}
+		var err error
+		switch k {
+		case "size":
+			c.Size, err = strconv.Atoi(v)
+		case "count":
+			c.Count, err = strconv.Atoi(v)
+		case "pubs":
+			c.Pubs, err = strconv.Atoi(v)
+		case "subs":
+			c.Subs, err = strconv.Atoi(v)
+		case "channels":
+			c.Channels, err = strconv.Atoi(v)
+		case "window":
+			c.Window, err = strconv.Atoi(v)
+		case "conns":
+			c.Conns, err = strconv.Atoi(v)
+		case "rate":
+			c.Rate, err = strconv.ParseFloat(v, 64)
+		case "duration":
+			c.Duration, err = time.ParseDuration(v)
+		default:
+			return "", base, fmt.Errorf("%w: unknown key %q in %q", ErrConfig, k, spec)
+		}
+		if err != nil {
+			return "", base, fmt.Errorf("%w: %s in %q: %v", ErrConfig, k, spec, err)
+		}
+	}
+	return name, c, nil
+}

@@ -1,0 +1,9 @@
+// Package peer holds the NATS side of Sluice's load benchmarks: a
+// bench.Driver for NATS core (nats.go) and one for JetStream on a memory
+// stream (acknowledged publish and replay), and a starter for an embedded
+// nats-server. It lives in its own Go module (bench/peer) so that the main
+// module never depends on NATS.
+//
+// The scenarios themselves are those of package bench; cmd/compare runs
+// them against Sluice and NATS alternately and prints the ratio.
+package peer

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rtm/sluice/client"
+)
+
+// SluiceDriver drives a Sluice server through the public client SDK.
+// Its fields are read by Connect and must not change during a run.
+type SluiceDriver struct {
+	// Addr is the server's "host:port".
+	Addr string
+	// Window is the client's publish window (client.WithMaxPending);
+	// 0 means 4096.
+	Window int
+	// SubBuffer is each subscription's event queue (client.WithBuffer);
+	// 0 means 4096.
+	SubBuffer int
+	// Dial, if set, replaces the TCP dialer (e.g. LoopbackDialer to spread
+	// many connections over source addresses).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// Name returns "sluice".
+func (d *SluiceDriver) Name() string { return "sluice" }
+
+// Connect dials the server without automatic reconnection (a benchmark
+// must see a lost connection, not hide it).
+func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
+	window := d.Window
+	if window <= 0 {
+		window = 4096
+	}
+	opts := []client.Option{client.WithName("sluice-bench"), client.WithReconnect(false), client.WithMaxPending(window)}
+	if d.Dial != nil {
+		opts = append(opts, client.WithDialer(d.Dial))
+	}
+	c, err := client.Dial(ctx, d.Addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bench: sluice dial %s: %w", d.Addr, err)
+	}
+	sc := &sluiceClient{c: c, subBuf: d.SubBuffer, idle: make(chan struct{}, 1)}
+	if sc.subBuf <= 0 {
+		sc.subBuf = 4096
+	}
+	sc.onAck = func(_ uint64, err error) { sc.acked(err) }
+	return sc, nil
+}
+
+// sluiceClient adapts a *client.Conn. Fire-and-forget Publish is the SDK's
+// PublishFunc with one reused callback (the SDK acknowledges every publish).
+type sluiceClient struct {
+	c      *client.Conn
+	subBuf int
+	onAck  func(uint64, error)
+
+	outstanding atomic.Int64  // publishes sent by Publish awaiting their ack
+	idle        chan struct{} // signalled when outstanding drops to 0
+	errMu       sync.Mutex
+	firstErr    error // first failed Publish outcome
+}
+
+func (s *sluiceClient) acked(err error) {
+	if err != nil {
+		s.errMu.Lock()
+		if s.firstErr == nil {
+			s.firstErr = err
+		}
+		s.errMu.Unlock()
+	}
+	if s.outstanding.Add(-1) == 0 {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Publish implements Client with PublishFunc: pipelined, acknowledged
+// (Sluice has no unacknowledged publish); Flush collects the outcomes.
+func (s *sluiceClient) Publish(ctx context.Context, ch string, p []byte) error {
+	s.outstanding.Add(1)
+	if err := s.c.PublishFunc(ctx, ch, p, s.onAck); err != nil {
+		s.outstanding.Add(-1)
+		return err
+	}
+	return nil
+}
+
+// PublishAcked implements Client with the SDK's synchronous Publish.
+func (s *sluiceClient) PublishAcked(ctx context.Context, ch string, p []byte) error {
+	_, err := s.c.Publish(ctx, ch, p)
+	return err
+}
+
+// PublishAsync implements Client with PublishFunc; done runs on the
+// Conn's reader goroutine.
+func (s *sluiceClient) PublishAsync(ctx context.Context, ch string, p []byte, done func(error)) error {
+	return s.c.PublishFunc(ctx, ch, p, func(_ uint64, err error) { done(err) })
+}
+
+// Flush waits until every Publish so far is acknowledged and returns the
+// first publish error seen.
+func (s *sluiceClient) Flush(ctx context.Context) error {
+	for s.outstanding.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			return fmt.Errorf("bench: flush: %w", ctx.Err())
+		}
+	}
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.firstErr
+}
+
+// Subscribe implements Client: one goroutine per subscription feeds the
+// handler in position order and counts Gap positions as dropped.
+func (s *sluiceClient) Subscribe(ctx context.Context, ch string, start Start, h Handler) (Sub, error) {
+	from := client.FromLive()
+	if start == StartEarliest {
+		from = client.FromEarliest()
+	}
+	sub, err := s.c.Subscribe(ctx, ch, from, client.WithBuffer(s.subBuf))
+	if err != nil {
+		return nil, err
+	}
+	ss := &sluiceSub{sub: sub, done: make(chan struct{})}
+	go ss.loop(h)
+	return ss, nil
+}
+
+// Close implements Client (client.Conn.Close).
+func (s *sluiceClient) Close() error { return s.c.Close() }
+
+// sluiceSub runs a goroutine that feeds the subscription's events to the
+// handler and counts the positions reported missing.
+type sluiceSub struct {
+	sub     *client.Subscription
+	dropped atomic.Uint64
+	done    chan struct{}
+	closing atomic.Bool
+}
+
+func (s *sluiceSub) loop(h Handler) {
+	defer close(s.done)
+	for ev := range s.sub.Events() {
+		switch ev.Kind {
+		case client.KindMessage:
+			h(ev.Payload)
+		case client.KindGap:
+			s.dropped.Add(ev.Gap.To - ev.Gap.From + 1)
+		}
+	}
+}
+
+// Dropped implements Sub: positions reported missing by Gap events.
+func (s *sluiceSub) Dropped() uint64 { return s.dropped.Load() }
+
+// Err returns the subscription's end reason once its event stream has
+// ended, unless the bench itself ended it.
+func (s *sluiceSub) Err() error {
+	select {
+	case <-s.done:
+	default:
+		return nil
+	}
+	if s.closing.Load() {
+		return nil
+	}
+	return s.sub.Err()
+}
+
+// Close implements Sub with Unsubscribe (bounded to 5 s).
+func (s *sluiceSub) Close() error {
+	s.closing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.sub.Unsubscribe(ctx)
+}
+
+// LoopbackDialer returns a TCP dialer that binds each new connection to the
+// next of n source addresses 127.0.0.1 ... 127.0.0.n (n <= 250), so that more
+// than ~28,000 connections (one source address's ephemeral ports) can reach
+// one loopback server. Safe for concurrent use.
+func LoopbackDialer(n int) func(ctx context.Context, addr string) (net.Conn, error) {
+	if n < 1 {
+		n = 1
+	}
+	if n > 250 {
+		n = 250
+	}
+	var next atomic.Uint64
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		i := next.Add(1) % uint64(n)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i))}}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}

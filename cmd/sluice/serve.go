@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rtm/sluice/config"
+	"github.com/sluice-rtm/sluice/engine"
+)
+
+const serveDescription = `
+Runs a Sluice server (all roles in one process) until SIGINT or SIGTERM,
+then shuts it down gracefully: clients get GOAWAY SHUTTING_DOWN, pending
+output is flushed (for at most --shutdown-timeout) and the command exits 0.
+It logs (to standard error) the address it listens on.
+
+Streamlet limits: a channel's newest streamlet stops taking writes after
+--limit-msgs messages, before exceeding --limit-size bytes, or when its
+write lease --limit-life ends; a closed streamlet serves reads until --ttl.
+Sizes take an optional suffix: K/KiB, M/MiB, G/GiB (x1024) or KB, MB, GB
+(x1000). Durations use Go syntax: 500ms, 4s, 1m30s.
+
+Configuration file: --config FILE reads a TOML file whose top-level keys
+are these flags' names (see sluice.example.toml); flags given on the
+command line win. Its [auth] table sets tokens (stored as hashes, see
+'sluice token') and roles with publish/subscribe channel patterns; without
+it every client may do anything, so keep --listen on loopback (a warning is
+logged otherwise). SIGHUP re-reads the file and installs its [auth]:
+connections keep their identity, new permissions apply to their next
+requests, and connections whose token was removed get ERROR
+UNAUTHENTICATED and are closed.`
+
+// serveConfig is the parsed serve command line (and configuration file).
+type serveConfig struct {
+	opts            engine.Options
+	level           slog.Level
+	shutdownTimeout time.Duration
+	configPath      string
+	clusterSecret   string
+}
+
+func fromConfig(c config.Serve) serveConfig {
+	return serveConfig{opts: c.Options, level: c.LogLevel, shutdownTimeout: c.ShutdownTimeout, clusterSecret: c.ClusterSecret}
+}
+
+func (c *serveConfig) toConfig() config.Serve {
+	return config.Serve{Options: c.opts, LogLevel: c.level, ShutdownTimeout: c.shutdownTimeout, ClusterSecret: c.clusterSecret}
+}
+
+// bindServeFlags defines serve's flags on fs, storing into cfg. Every flag
+// except --config has a key of the same name in the configuration file.
+func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
+	o := &cfg.opts
+	fs.StringVar(&cfg.configPath, "config", cfg.configPath, "read settings from TOML `FILE` (flags given here win); SIGHUP reloads its [auth]")
+	fs.StringVar(&o.Listen, "listen", o.Listen, "`HOST:PORT` to listen on for clients (port 0 picks a free port)")
+	fs.IntVar(&o.Loops, "loops", o.Loops, "number of event loops, `N` (0 = one per CPU)")
+	fs.StringVar(&o.ServerName, "name", o.ServerName, "server `NAME` sent to clients")
+	fs.IntVar(&o.LimitMsgs, "limit-msgs", o.LimitMsgs, "messages per streamlet, `N`")
+	fs.Var(byteSize{&o.LimitSize}, "limit-size", "stored `BYTES` per streamlet")
+	fs.DurationVar(&o.LimitLife, "limit-life", o.LimitLife, "write lease of a streamlet, `DUR`")
+	fs.DurationVar(&o.TTL, "ttl", o.TTL, "retention of a streamlet, `DUR`")
+	fs.Var(byteSize{&o.MaxPayload}, "max-payload", "largest message payload, `BYTES`")
+	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "concurrent client connections, `N`")
+	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", o.MaxConnsPerAddr, "concurrent connections from one IP address, `N` (0 = unlimited)")
+	fs.IntVar(&o.MaxSubsPerConn, "max-subs", o.MaxSubsPerConn, "subscriptions per connection, `N`")
+	fs.Var(byteSize{&o.OutboundLimit}, "outbound-limit", "pending output per connection before the slow-consumer policy applies, `BYTES`")
+	fs.Var(slowPolicy{&o.SlowPolicy}, "slow-policy", "what a slow subscriber gets: `skip` (GAP slow, continue live) or disconnect")
+	fs.DurationVar(&o.PingInterval, "ping-interval", o.PingInterval, "PING interval advertised to clients, `DUR` (0 = none); the server PINGs a client silent this long")
+	fs.DurationVar(&o.HandshakeTimeout, "handshake-timeout", o.HandshakeTimeout, "close a client that has not completed HELLO (and TLS) in `DUR`")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "close a client silent for `DUR` (0 = never)")
+	fs.Float64Var(&o.PublishRate, "publish-rate", o.PublishRate, "publishes per second per connection, `RATE` (0 = unlimited)")
+	fs.IntVar(&o.PublishBurst, "publish-burst", o.PublishBurst, "publishes allowed at once above --publish-rate, `N`")
+	fs.StringVar(&o.TLSListen, "tls-listen", o.TLSListen, "also listen for TLS clients on `HOST:PORT`")
+	fs.StringVar(&o.TLSCertFile, "tls-cert", o.TLSCertFile, "TLS certificate chain, PEM `FILE`")
+	fs.StringVar(&o.TLSKeyFile, "tls-key", o.TLSKeyFile, "TLS private key, PEM `FILE`")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "serve /metrics, /healthz and /readyz over HTTP on `HOST:PORT`")
+	fs.Var(logLevel{&cfg.level}, "log-level", "`LEVEL`: debug, info, warn or error")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "how long a graceful shutdown may take, `DUR`")
+}
+
+// parseServe turns serve's flags into engine options (defaults from
+// config.Default, then the --config file, then the other flags) and
+// logging settings, and validates the result.
+func parseServe(fs *flag.FlagSet, args []string) (serveConfig, []string, error) {
+	cfg := fromConfig(config.Default())
+	bindServeFlags(fs, &cfg)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if cfg.configPath != "" {
+		base := config.Default()
+		if err := config.Load(cfg.configPath, &base); err != nil {
+			return cfg, nil, err
+		}
+		merged := fromConfig(base)
+		merged.configPath = cfg.configPath
+		again := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		again.SetOutput(io.Discard)
+		bindServeFlags(again, &merged)
+		if _, err := parseInterspersed(again, args); err != nil {
+			return cfg, nil, err
+		}
+		cfg = merged
+	}
+	c := cfg.toConfig()
+	if err := config.Validate(&c); err != nil {
+		return cfg, nil, err
+	}
+	return cfg, pos, nil
+}
+
+func runServe(ctx context.Context, std stdio, args []string) int {
+	fs := newFlagSet("serve", "[--config FILE] [FLAGS]", serveDescription)
+	cfg, pos, err := parseServe(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(std.out)
+		fs.Usage()
+		return exitOK
+	case err != nil:
+		return usageError(fs, std, err)
+	case len(pos) > 0:
+		return usageError(fs, std, fmt.Errorf("unexpected argument %q", pos[0]))
+	}
+	log := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: cfg.level}))
+	cfg.opts.Logger = log
+	if cfg.clusterSecret != "" {
+		log.Info("cluster.secret is set; it is reserved for cluster links, which this version does not have")
+	}
+	srv, err := engine.Start(cfg.opts)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitFail
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	log.Info("ready", "addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "metrics_addr", srv.MetricsAddr(), "version", version)
+	for running := true; running; {
+		select {
+		case <-hup:
+			reloadAuth(log, srv, cfg.configPath)
+		case <-ctx.Done():
+			running = false
+		case <-srv.Done():
+			log.Error("server stopped unexpectedly")
+			return exitFail
+		}
+	}
+	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return exitFail
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// reloadAuth installs the [auth] section of the configuration file at
+// path on srv (SIGHUP). A file that does not load leaves the current setup
+// in place. It returns whether the new setup was installed.
+func reloadAuth(log *slog.Logger, srv *engine.Server, path string) bool {
+	if path == "" {
+		log.Warn("SIGHUP ignored: the server was started without --config")
+		return false
+	}
+	a, err := config.LoadAuth(path)
+	if err == nil {
+		err = srv.SetAuth(a)
+	}
+	if err != nil {
+		log.Error("reload failed; keeping the current auth setup", "config", path, "err", err)
+		return false
+	}
+	log.Info("reloaded auth", "config", path)
+	return true
+}
+
+// byteSize is a flag.Value for a size in bytes with an optional unit.
+type byteSize struct{ p *int }
+
+func (b byteSize) String() string {
+	if b.p == nil {
+		return ""
+	}
+	return strconv.Itoa(*b.p)
+}
+
+func (b byteSize) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*b.p = n
+	return nil
+}
+
+// parseSize parses "123", "2MiB", "512K", "1.5MB" (see config.ParseSize).
+func parseSize(s string) (int, error) { return config.ParseSize(s) }
+
+// slowPolicy is a flag.Value for engine.SlowPolicy.
+type slowPolicy struct{ p *engine.SlowPolicy }
+
+func (s slowPolicy) String() string {
+	if s.p == nil {
+		return ""
+	}
+	return string(*s.p)
+}
+
+func (s slowPolicy) Set(v string) error {
+	switch p := engine.SlowPolicy(v); p {
+	case engine.SlowSkip, engine.SlowDisconnect:
+		*s.p = p
+		return nil
+	}
+	return fmt.Errorf("slow policy %q is neither %q nor %q", v, engine.SlowSkip, engine.SlowDisconnect)
+}
+
+// logLevel is a flag.Value for slog.Level.
+type logLevel struct{ p *slog.Level }
+
+func (l logLevel) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.ToLower(l.p.String())
+}
+
+func (l logLevel) Set(v string) error { return l.p.UnmarshalText([]byte(v)) }
