@@ -1,0 +1,361 @@
+package fuzz
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// syncTimeout bounds every wait for the server in the harness. It is long
+// because the machine may be busy; a healthy server answers in
+// microseconds, so only a hung or lost answer ever reaches it.
+const syncTimeout = 10 * time.Second
+
+// outCheck checks the server's side of one connection, frame by frame:
+// every frame is a server-to-client type and decodes; WELCOME comes first
+// and announces the server's limits; nothing follows a fatal ERROR or
+// GOAWAY; and per subscription, DATA and GAP cover positions contiguously
+// from the SUBSCRIBED's first position (PROTOCOL.md 2.9), and stop after
+// UNSUBSCRIBED. It is owned by the connection's reader goroutine.
+type outCheck struct {
+	frames  int
+	maxBody uint32
+	fatal   *wire.Error // the fatal ERROR or GOAWAY, if one came
+	next    map[uint32]uint64
+	fresh   map[uint32]bool // SUBSCRIBED came, nothing for the sub yet
+	data    int             // DATA frames seen
+
+	answers []answer // in arrival order
+	acked   map[uint32]bool
+}
+
+func newOutCheck() outCheck {
+	return outCheck{next: map[uint32]uint64{}, fresh: map[uint32]bool{}, acked: map[uint32]bool{}}
+}
+
+func (oc *outCheck) frame(h wire.Header, body []byte) error {
+	oc.frames++
+	if oc.fatal != nil {
+		return fmt.Errorf("%v after fatal %v", h.Type, oc.fatal)
+	}
+	if oc.frames == 1 && h.Type != wire.TypeWelcome && h.Type != wire.TypeError {
+		return fmt.Errorf("first frame is %v, want WELCOME or ERROR", h.Type)
+	}
+	if h.Flags&wire.FlagCompressed != 0 {
+		return fmt.Errorf("%v with COMPRESSED, which was not negotiated", h.Type)
+	}
+	switch h.Type {
+	case wire.TypeWelcome:
+		if oc.frames != 1 {
+			return fmt.Errorf("WELCOME as frame %d", oc.frames)
+		}
+		w, err := wire.DecodeWelcome(body)
+		if err != nil {
+			return err
+		}
+		if w.Version != wire.Version1 || w.MaxPayload != maxPayload || w.MaxBody != serverMaxBody || w.MaxSubs != maxSubs {
+			return fmt.Errorf("WELCOME %+v does not announce the server's limits", w)
+		}
+		if w.Features != 0 {
+			return fmt.Errorf("WELCOME accepts features %#x no v1 server has", w.Features)
+		}
+		oc.maxBody = w.MaxBody
+	case wire.TypePubAck:
+		acks, err := wire.DecodePubAck(body, nil)
+		if err != nil {
+			return err
+		}
+		if h.ID != 0 {
+			return fmt.Errorf("PUBACK with id %d, want 0", h.ID)
+		}
+		for _, a := range acks {
+			if a.Position == 0 {
+				return fmt.Errorf("PUBACK for %d at position 0", a.ID)
+			}
+			oc.answers = append(oc.answers, answer{typ: wire.TypePubAck, id: a.ID})
+			oc.acked[a.ID] = true
+		}
+	case wire.TypeSubscribed:
+		s, err := wire.DecodeSubscribed(body)
+		if err != nil {
+			return err
+		}
+		if _, ok := oc.next[s.SubID]; ok {
+			return fmt.Errorf("SUBSCRIBED for subscription %d, which is active", s.SubID)
+		}
+		if s.First == 0 || s.First < s.Earliest || s.Next < s.Earliest {
+			return fmt.Errorf("SUBSCRIBED %+v: inconsistent positions", s)
+		}
+		oc.next[s.SubID] = s.First
+		oc.fresh[s.SubID] = true
+		oc.answers = append(oc.answers, answer{typ: wire.TypeSubscribed, id: h.ID, sub: s.SubID})
+	case wire.TypeUnsubscribed:
+		id, err := wire.DecodeUnsubscribed(body)
+		if err != nil {
+			return err
+		}
+		if _, ok := oc.next[id]; !ok {
+			return fmt.Errorf("UNSUBSCRIBED for subscription %d, which is not active", id)
+		}
+		delete(oc.next, id)
+		delete(oc.fresh, id)
+		oc.answers = append(oc.answers, answer{typ: wire.TypeUnsubscribed, id: h.ID, sub: id})
+	case wire.TypeData:
+		first, count, _, err := wire.DecodeData(body)
+		if err != nil {
+			return err
+		}
+		want, ok := oc.next[h.ID]
+		switch {
+		case !ok:
+			return fmt.Errorf("DATA for subscription %d, which is not active", h.ID)
+		case first != want:
+			return fmt.Errorf("DATA for subscription %d starts at %d, want %d", h.ID, first, want)
+		}
+		oc.next[h.ID] = first + uint64(count)
+		oc.fresh[h.ID] = false
+		oc.data++
+	case wire.TypeGap:
+		g, err := wire.DecodeGap(body)
+		if err != nil {
+			return err
+		}
+		want, ok := oc.next[h.ID]
+		switch {
+		case !ok:
+			return fmt.Errorf("GAP for subscription %d, which is not active", h.ID)
+		case oc.fresh[h.ID] && g.To+1 == want:
+			// The requested start is no longer retained: the gap ends
+			// right before SUBSCRIBED's first position.
+		case g.From != want:
+			return fmt.Errorf("GAP %+v for subscription %d, want it to start at %d", g, h.ID, want)
+		default:
+			oc.next[h.ID] = g.To + 1
+		}
+		oc.fresh[h.ID] = false
+	case wire.TypePing, wire.TypePong:
+		if len(body) != 0 {
+			return fmt.Errorf("%v with a %d-byte body", h.Type, len(body))
+		}
+		if h.Type == wire.TypePong {
+			oc.answers = append(oc.answers, answer{typ: wire.TypePong, id: h.ID})
+		}
+	case wire.TypeError:
+		e, err := wire.DecodeError(h, body)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(e.Code.String(), "Code(") { // not in wire's table of codes
+			return fmt.Errorf("ERROR with undefined code %d", uint16(e.Code))
+		}
+		if e.Code.Fatal() {
+			oc.fatal = &e
+		} else {
+			oc.answers = append(oc.answers, answer{typ: wire.TypeError, id: h.ID, code: e.Code})
+		}
+	case wire.TypeGoAway:
+		g, err := wire.DecodeGoAway(body)
+		if err != nil {
+			return err
+		}
+		oc.fatal = &wire.Error{Code: g.Code, Text: "GOAWAY: " + g.Text}
+	default:
+		return fmt.Errorf("server sent %v", h.Type)
+	}
+	return nil
+}
+
+// fconn is one client connection of the harness. The driver goroutine
+// writes (and keeps the model); a reader goroutine reads continuously,
+// like a well-behaved client, and checks the server's frames. After done
+// is closed, the reader's fields may be read by anyone.
+type fconn struct {
+	nc     net.Conn
+	m      model
+	split  int  // write in pieces of this size; 0 = whole writes
+	wdead  bool // a write failed: the server closed the connection
+	halfed bool // the client closed its sending side
+
+	marker atomic.Uint32 // the id of the PUBLISH that ends the session
+	synced chan struct{} // closed when the marker's PUBACK arrived
+	done   chan struct{} // closed when the reader returned
+
+	// Owned by the reader until done.
+	oc      outCheck
+	bad     error // the first broken rule in the server's output
+	readErr error // how reading ended
+}
+
+// abort closes nc with a reset (SO_LINGER 0) instead of a FIN, so that the
+// harness leaves no TIME_WAIT socket behind: thousands of connections a
+// second would otherwise exhaust the ephemeral ports on hosts that do not
+// reuse TIME_WAIT ports on loopback. The server sees a reset, which it
+// must handle anyway.
+func abort(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = nc.Close()
+}
+
+// dialF opens a connection and starts its reader.
+func dialF(addr string) (*fconn, error) {
+	nc, err := net.DialTimeout("tcp", addr, syncTimeout)
+	if err != nil {
+		return nil, err
+	}
+	fc := &fconn{nc: nc, m: newModel(), oc: newOutCheck(), synced: make(chan struct{}), done: make(chan struct{})}
+	go fc.read()
+	return fc, nil
+}
+
+func (fc *fconn) read() {
+	defer close(fc.done)
+	r := wire.NewReader(fc.nc, wire.MinMaxBody)
+	for {
+		h, body, err := r.Next()
+		if err != nil {
+			fc.readErr = err
+			if errors.Is(err, wire.ErrMalformed) {
+				fc.bad = fmt.Errorf("server output: %w", err)
+			}
+			return
+		}
+		if err := fc.oc.frame(h, body); err != nil {
+			fc.bad = fmt.Errorf("server frame %d (%v id %d): %w", fc.oc.frames, h.Type, h.ID, err)
+			return
+		}
+		if h.Type == wire.TypeWelcome {
+			r.SetMaxBody(fc.oc.maxBody)
+		}
+		if m := fc.marker.Load(); m != 0 && h.Type == wire.TypePubAck && fc.oc.acked[m] {
+			close(fc.synced)
+			fc.marker.Store(0)
+		}
+	}
+}
+
+// write sends b, in pieces if split is set, and feeds the model with the
+// bytes that went out. A failed write means the server closed the
+// connection; finish judges whether it was allowed to.
+func (fc *fconn) write(b []byte) {
+	if fc.wdead || fc.halfed || len(b) == 0 {
+		return
+	}
+	_ = fc.nc.SetWriteDeadline(time.Now().Add(syncTimeout))
+	for len(b) > 0 {
+		k := len(b)
+		if fc.split > 0 {
+			k = min(k, fc.split)
+		}
+		n, err := fc.nc.Write(b[:k])
+		fc.m.feed(b[:n])
+		if err != nil {
+			fc.wdead = true
+			return
+		}
+		b = b[k:]
+	}
+}
+
+// halfClose closes the client's sending side: the server sees EOF.
+func (fc *fconn) halfClose() {
+	if fc.halfed || fc.wdead {
+		return
+	}
+	fc.halfed = true
+	if tc, ok := fc.nc.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}
+
+// finish ends the session and judges the server's behaviour: if the
+// protocol says the connection is open, a PUBLISH with ACK after the
+// client's last frame must be acknowledged, and by then every request must
+// have had exactly one answer; if it says the server must close, the server
+// must announce it with an allowed fatal ERROR and close. Either way the
+// server's output must have followed outCheck's rules. finish closes the
+// connection and waits for the reader.
+func (fc *fconn) finish() error {
+	defer func() {
+		abort(fc.nc)
+		<-fc.done
+	}()
+	if !fc.wdead && !fc.halfed {
+		fc.write(fc.m.filler())
+		if !fc.m.closed {
+			// PUBACKs go out after every other answer to the frames
+			// before them, so the marker's PUBACK is a barrier: when it
+			// arrives, every request has been answered.
+			if !fc.m.hello {
+				fc.write(wire.AppendHello(nil, 1, wire.Hello{MinVersion: 1, MaxVersion: 1, Name: "harness"}))
+			}
+			// Random, so that a fuzzer-made request cannot carry it by chance.
+			id := 0x80000000 | rand.Uint32()
+			fc.marker.Store(id)
+			fc.write(wire.AppendPublish(nil, id, wire.FlagAck, "fz.sync", nil))
+		}
+	}
+	timer := time.NewTimer(syncTimeout)
+	defer timer.Stop()
+	switch {
+	case fc.halfed:
+		// The server sees EOF and closes; any earlier rule still holds.
+		select {
+		case <-fc.done:
+		case <-timer.C:
+			return fmt.Errorf("server kept a connection open for %v after the client's EOF", syncTimeout)
+		}
+		return fc.bad
+	case !fc.m.closed:
+		select {
+		case <-fc.synced:
+			abort(fc.nc)
+			<-fc.done
+			if fc.bad != nil {
+				return fc.bad
+			}
+			return fc.m.checkAnswers(fc.oc.answers)
+		case <-fc.done:
+		case <-timer.C:
+			return fmt.Errorf("no PUBACK for the closing marker within %v after %d frames (pending %d bytes)", syncTimeout, fc.m.frames, len(fc.m.pending))
+		}
+		if fc.bad != nil {
+			return fc.bad
+		}
+		if fc.oc.fatal != nil && serverSide(fc.oc.fatal.Code) {
+			return nil
+		}
+		return fmt.Errorf("server closed a connection the protocol keeps open after %d frames (fatal %v, read %v)",
+			fc.m.frames, fc.oc.fatal, fc.readErr)
+	default:
+		select {
+		case <-fc.done:
+		case <-timer.C:
+			return fmt.Errorf("server kept the connection open for %v after %s", syncTimeout, fc.m.why)
+		}
+		if fc.bad != nil {
+			return fc.bad
+		}
+		switch f := fc.oc.fatal; {
+		case f == nil && fc.m.after > 0 && errors.Is(fc.readErr, syscall.ECONNRESET):
+			// The client wrote on after the fatal frame; the server's
+			// kernel answers a close with unread input by a reset, which
+			// may discard the ERROR before it is read. The close itself
+			// is what the protocol requires.
+			return nil
+		case f == nil:
+			return fmt.Errorf("server closed after %s without a fatal ERROR (read %v)", fc.m.why, fc.readErr)
+		case !fc.m.allows(f.Code) && !serverSide(f.Code):
+			return fmt.Errorf("server answered %s with %v, want one of %v", fc.m.why, f, fc.m.codes)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,271 @@
+package fuzz
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// model predicts, from the bytes a client wrote on one connection, what
+// PROTOCOL.md requires of the server: whether the connection must still be
+// open, and if not, which ERROR codes may announce the close; and the
+// answer each request must get in the connection's state. It frames
+// the stream exactly as a receiver must (section 1.1: the declared length
+// is checked before the body is awaited) and judges every whole frame by
+// sections 2, 3 and 7. It is deliberately simple and independent of the
+// engine: a difference between the two is a finding.
+type model struct {
+	pending []byte // bytes of a frame not yet complete
+	hello   bool   // a HELLO was accepted
+	closed  bool   // the protocol requires the server to close
+	codes   []wire.Code
+	why     string // the frame that required the close
+	frames  int    // whole frames judged
+	after   int    // bytes written after the frame that required the close
+
+	// expect lists, in order, the answer every request must get: every
+	// SUBSCRIBE, UNSUBSCRIBE and PING, every PUBLISH with ACK, and every
+	// PUBLISH the server must refuse.
+	expect []expectation
+	// subs are the subscription ids the server must consider active.
+	subs map[uint32]bool
+}
+
+// expectation is the answer one request must get: a frame of type ok
+// (carrying subID, for SUBSCRIBED and UNSUBSCRIBED), or an ERROR with one
+// of codes. The request's own id identifies it.
+type expectation struct {
+	id    uint32
+	what  string
+	ok    wire.Type // 0: only an ERROR can answer
+	sub   uint32
+	codes []wire.Code
+	done  bool
+}
+
+func newModel() model { return model{subs: map[uint32]bool{}} }
+
+// feed accounts for bytes the client wrote.
+func (m *model) feed(b []byte) {
+	if m.closed {
+		m.after += len(b)
+		return
+	}
+	m.pending = append(m.pending, b...)
+	for !m.closed {
+		h, body, n, err := wire.Split(m.pending, serverMaxBody)
+		if err == wire.ErrIncomplete {
+			break
+		}
+		if err != nil {
+			m.fatal(fmt.Sprintf("header %v", err), wire.CodeFrameTooLarge)
+			m.after = len(m.pending) - wire.HeaderLen
+			break
+		}
+		m.frames++
+		m.judge(h, body)
+		m.pending = m.pending[n:]
+		if m.closed {
+			m.after = len(m.pending)
+		}
+	}
+	if m.closed {
+		m.pending = nil
+	} else if len(m.pending) == 0 {
+		m.pending = m.pending[:0:0]
+	}
+}
+
+func (m *model) fatal(why string, codes ...wire.Code) {
+	m.closed, m.why, m.codes = true, why, codes
+}
+
+// judge applies the protocol's rules to one whole frame.
+func (m *model) judge(h wire.Header, body []byte) {
+	if h.Flags&wire.FlagCompressed != 0 {
+		// Section 1.3: COMPRESSED without a negotiated S2 is malformed.
+		// Before the handshake HELLO_REQUIRED is as good an answer.
+		if m.hello {
+			m.fatal(fmt.Sprintf("%v with COMPRESSED", h.Type), wire.CodeProtocolError)
+		} else {
+			m.fatal(fmt.Sprintf("%v with COMPRESSED", h.Type), wire.CodeProtocolError, wire.CodeHelloRequired)
+		}
+		return
+	}
+	if !m.hello {
+		if h.Type != wire.TypeHello {
+			m.fatal(fmt.Sprintf("%v before HELLO", h.Type), wire.CodeHelloRequired)
+			return
+		}
+		hello, err := wire.DecodeHello(body)
+		if err != nil {
+			m.fatal(err.Error(), wire.CodeProtocolError)
+			return
+		}
+		if _, ok := wire.Negotiate(hello.MinVersion, hello.MaxVersion, wire.Version1, wire.Version1); !ok {
+			m.fatal(fmt.Sprintf("HELLO versions %d..%d", hello.MinVersion, hello.MaxVersion), wire.CodeUnsupportedVersion)
+			return
+		}
+		m.hello = true
+		return
+	}
+	var err error
+	switch h.Type {
+	case wire.TypePublish:
+		var name, payload []byte
+		if name, payload, err = wire.DecodePublish(body); err == nil {
+			e := expectation{id: h.ID, what: fmt.Sprintf("PUBLISH to %q", name)}
+			if wire.ValidChannel(name) != nil {
+				e.codes = append(e.codes, wire.CodeInvalidChannel)
+			}
+			if len(payload) > maxPayload {
+				e.codes = append(e.codes, wire.CodePayloadTooLarge)
+			}
+			if len(e.codes) == 0 && h.Flags&wire.FlagAck != 0 {
+				e.ok = wire.TypePubAck
+			}
+			if len(e.codes) > 0 || e.ok != 0 { // an accepted PUBLISH without ACK has no answer
+				m.expect = append(m.expect, e)
+			}
+		}
+	case wire.TypeSubscribe:
+		var sb wire.Subscribe
+		if sb, err = wire.DecodeSubscribe(body); err == nil {
+			e := expectation{id: h.ID, what: fmt.Sprintf("SUBSCRIBE %d to %q", sb.SubID, sb.Channel), sub: sb.SubID}
+			if wire.ValidChannel(sb.Channel) != nil {
+				e.codes = append(e.codes, wire.CodeInvalidChannel)
+			}
+			if len(m.subs) >= maxSubs {
+				e.codes = append(e.codes, wire.CodeTooManySubscriptions)
+			}
+			if m.subs[sb.SubID] {
+				e.codes = append(e.codes, wire.CodeSubscriptionExists)
+			}
+			if sb.Start == wire.StartPosition && sb.Arg == 0 {
+				e.codes = append(e.codes, wire.CodeInvalidStart)
+			}
+			if len(e.codes) == 0 {
+				e.ok = wire.TypeSubscribed
+				m.subs[sb.SubID] = true
+			}
+			m.expect = append(m.expect, e)
+		}
+	case wire.TypeUnsubscribe:
+		var sub uint32
+		if sub, err = wire.DecodeUnsubscribe(body); err == nil {
+			e := expectation{id: h.ID, what: fmt.Sprintf("UNSUBSCRIBE %d", sub), sub: sub}
+			if m.subs[sub] {
+				e.ok = wire.TypeUnsubscribed
+				delete(m.subs, sub)
+			} else {
+				e.codes = []wire.Code{wire.CodeUnknownSubscription}
+			}
+			m.expect = append(m.expect, e)
+		}
+	case wire.TypePing:
+		if err = wire.DecodePing(body); err == nil {
+			m.expect = append(m.expect, expectation{id: h.ID, what: "PING", ok: wire.TypePong})
+		}
+	case wire.TypePong:
+		err = wire.DecodePong(body)
+	case wire.TypeHello:
+		m.fatal("second HELLO", wire.CodeHelloRequired)
+		return
+	default:
+		// A server-to-client type is one the server "may not receive"
+		// (7.2 UNKNOWN_TYPE); PROTOCOL_ERROR is accepted for it too.
+		if h.Type.Known() {
+			m.fatal(fmt.Sprintf("client sent %v", h.Type), wire.CodeUnknownType, wire.CodeProtocolError)
+		} else {
+			m.fatal(fmt.Sprintf("client sent %v", h.Type), wire.CodeUnknownType)
+		}
+		return
+	}
+	if err != nil {
+		m.fatal(err.Error(), wire.CodeProtocolError)
+	}
+}
+
+// filler returns the bytes that complete the pending partial frame (with
+// zeros), so that the next frame the client writes is framed where the
+// client means it to be. A completed header may itself be too large, in
+// which case the model is closed once filler is fed.
+func (m *model) filler() []byte {
+	if m.closed || len(m.pending) == 0 {
+		return nil
+	}
+	var f []byte
+	if len(m.pending) < wire.HeaderLen {
+		f = make([]byte, wire.HeaderLen-len(m.pending))
+	}
+	hdr := append(slices.Clip(m.pending), f...)
+	h, err := wire.ParseHeader(hdr, serverMaxBody)
+	if err != nil {
+		return f
+	}
+	need := wire.HeaderLen + int(h.Len) - len(m.pending) - len(f)
+	return append(f, make([]byte, need)...)
+}
+
+// allows reports whether c may announce the close the model predicts.
+func (m *model) allows(c wire.Code) bool { return slices.Contains(m.codes, c) }
+
+// serverSide reports whether c is a fatal code the server may send on its
+// own initiative, whatever the client wrote: a timeout, a slow reader, a
+// shutdown.
+func serverSide(c wire.Code) bool {
+	switch c {
+	case wire.CodeHandshakeTimeout, wire.CodeIdleTimeout, wire.CodeSlowConsumer,
+		wire.CodeShuttingDown, wire.CodeTooManyConnections:
+		return true
+	}
+	return false
+}
+
+// answer is one answer of the server to a request: a PUBACK entry,
+// SUBSCRIBED, UNSUBSCRIBED, PONG, or a non-fatal ERROR.
+type answer struct {
+	typ  wire.Type
+	id   uint32
+	sub  uint32    // SUBSCRIBED, UNSUBSCRIBED
+	code wire.Code // ERROR
+}
+
+// checkAnswers matches the answers the server sent (in the order they
+// arrived) with the requests the model saw: each request gets exactly one
+// answer, the one PROTOCOL.md prescribes for it in the state the
+// connection was in (2.3 to 2.10, 4). Answers to one id come in request
+// order, except that PUBACK entries may come after answers to later
+// requests, which matching by type allows. It is meaningful only once
+// every answer has arrived.
+func (m *model) checkAnswers(got []answer) error {
+	for _, a := range got {
+		found := false
+		for i := range m.expect {
+			e := &m.expect[i]
+			if e.done || e.id != a.id {
+				continue
+			}
+			if a.typ == wire.TypeError && slices.Contains(e.codes, a.code) ||
+				a.typ == e.ok && (a.typ != wire.TypeSubscribed && a.typ != wire.TypeUnsubscribed || a.sub == e.sub) {
+				e.done, found = true, true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("answer %v (code %v, sub %d) to request id %d matches no request waiting for one",
+				a.typ, a.code, a.sub, a.id)
+		}
+	}
+	for _, e := range m.expect {
+		if !e.done {
+			want := e.codes
+			if e.ok != 0 {
+				return fmt.Errorf("%s (id %d) got no %v (nor ERROR %v)", e.what, e.id, e.ok, want)
+			}
+			return fmt.Errorf("%s (id %d) got no ERROR %v", e.what, e.id, want)
+		}
+	}
+	return nil
+}
