@@ -25,6 +25,13 @@ type SluiceDriver struct {
 	// Dial, if set, replaces the TCP dialer (e.g. LoopbackDialer to spread
 	// many connections over source addresses).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// NoAck makes Client.Publish (the fire-and-forget publisher of pub,
+	// pubsub, fanout, nm and latency) use client.PublishNoAck, like a NATS
+	// core publish, instead of pipelined acknowledged publishes; Flush then
+	// waits for one acknowledged publish to a side channel (the server
+	// handles a connection's frames in order). PublishAcked and
+	// PublishAsync stay acknowledged.
+	NoAck bool
 }
 
 // Name returns "sluice".
@@ -45,7 +52,7 @@ func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: sluice dial %s: %w", d.Addr, err)
 	}
-	sc := &sluiceClient{c: c, subBuf: d.SubBuffer, idle: make(chan struct{}, 1)}
+	sc := &sluiceClient{c: c, subBuf: d.SubBuffer, noAck: d.NoAck, idle: make(chan struct{}, 1)}
 	if sc.subBuf <= 0 {
 		sc.subBuf = 4096
 	}
@@ -54,10 +61,11 @@ func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
 }
 
 // sluiceClient adapts a *client.Conn. Fire-and-forget Publish is the SDK's
-// PublishFunc with one reused callback (the SDK acknowledges every publish).
+// PublishFunc with one reused callback, or PublishNoAck with NoAck.
 type sluiceClient struct {
 	c      *client.Conn
 	subBuf int
+	noAck  bool
 	onAck  func(uint64, error)
 
 	outstanding atomic.Int64  // publishes sent by Publish awaiting their ack
@@ -82,9 +90,12 @@ func (s *sluiceClient) acked(err error) {
 	}
 }
 
-// Publish implements Client with PublishFunc: pipelined, acknowledged
-// (Sluice has no unacknowledged publish); Flush collects the outcomes.
+// Publish implements Client with PublishFunc: pipelined, acknowledged;
+// Flush collects the outcomes. With SluiceDriver.NoAck it is PublishNoAck.
 func (s *sluiceClient) Publish(ctx context.Context, ch string, p []byte) error {
+	if s.noAck {
+		return s.c.PublishNoAck(ctx, ch, p)
+	}
 	s.outstanding.Add(1)
 	if err := s.c.PublishFunc(ctx, ch, p, s.onAck); err != nil {
 		s.outstanding.Add(-1)
@@ -108,6 +119,12 @@ func (s *sluiceClient) PublishAsync(ctx context.Context, ch string, p []byte, do
 // Flush waits until every Publish so far is acknowledged and returns the
 // first publish error seen.
 func (s *sluiceClient) Flush(ctx context.Context) error {
+	if s.noAck {
+		// Acknowledged after every earlier frame of the connection.
+		if _, err := s.c.Publish(ctx, flushChannel, nil); err != nil {
+			return fmt.Errorf("bench: flush: %w", err)
+		}
+	}
 	for s.outstanding.Load() > 0 {
 		select {
 		case <-s.idle:
@@ -135,6 +152,10 @@ func (s *sluiceClient) Subscribe(ctx context.Context, ch string, start Start, h 
 	go ss.loop(h)
 	return ss, nil
 }
+
+// flushChannel receives the one acknowledged publish of a NoAck Flush; no
+// scenario subscribes to it.
+const flushChannel = "sluice-bench.flush"
 
 // Close implements Client (client.Conn.Close).
 func (s *sluiceClient) Close() error { return s.c.Close() }

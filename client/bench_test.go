@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-rtm/sluice/wire"
 )
 
-// ackServer answers every PUBLISH read in one read batch with one PUBACK,
+// ackServer answers every PUBLISH with FlagAck read in one read batch with one PUBACK,
 // positions counting up, until the connection closes.
 func ackServer(b *testing.B) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,7 +47,7 @@ func ackServer(b *testing.B) string {
 				}
 				return
 			}
-			if h.Type == wire.TypePublish {
+			if h.Type == wire.TypePublish && h.Flags&wire.FlagAck != 0 {
 				pos++
 				acks = append(acks, wire.Ack{ID: h.ID, Position: pos})
 			}
@@ -138,6 +138,7 @@ func BenchmarkPublishAsync(b *testing.B) {
 				if _, err := a.Wait(b.Context()); err != nil {
 					b.Fatal(err)
 				}
+				a.Release()
 			}
 			acks = acks[:0]
 		}
@@ -146,6 +147,28 @@ func BenchmarkPublishAsync(b *testing.B) {
 		if _, err := a.Wait(b.Context()); err != nil {
 			b.Fatal(err)
 		}
+		a.Release()
+	}
+}
+
+// BenchmarkPublishNoAck: fire-and-forget publishes; the timer stops after
+// one acknowledged publish behind them, so every frame reached the peer.
+func BenchmarkPublishNoAck(b *testing.B) {
+	for _, size := range []int{16, 128, 1024} {
+		b.Run("size="+strconv.Itoa(size), func(b *testing.B) {
+			c := benchConn(b)
+			payload := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.PublishNoAck(b.Context(), "bench", payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := c.Publish(b.Context(), "bench", payload); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
 

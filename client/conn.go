@@ -35,6 +35,7 @@ type Conn struct {
 	sem chan struct{}
 
 	reqID atomic.Uint32           // request id counter (0 is never used)
+	valid atomic.Pointer[string]  // the channel name validated last (publish path cache)
 	cur   atomic.Pointer[session] // the session new requests go to; nil while (re)connecting
 	state atomic.Int32            // stateOpen / stateDraining / stateClosed; written under mu
 

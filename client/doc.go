@@ -25,6 +25,9 @@
 // PublishFunc return at once and report later. At most WithMaxPending
 // publishes await acknowledgement; more block (with their context) until
 // one completes. Publishes queued together are written with one system call.
+// PublishNoAck asks for no acknowledgement at all (at most once, like a
+// core NATS publish); it blocks only while 1 MiB of output waits for the
+// socket.
 //
 // Unacknowledged publishes are never resent: if the connection is lost (or
 // closed) before a publish's PUBACK, the publish fails with an error matching

@@ -35,56 +35,134 @@ func (c *Conn) complete(pe pendEntry, pos uint64, err error) {
 	case pe.w != nil:
 		pe.w.ch <- result{pos, err}
 	case pe.ack != nil:
-		pe.ack.pos, pe.ack.err = pos, err
-		close(pe.ack.done)
+		pe.ack.complete(pos, err)
 	case pe.fn != nil:
 		pe.fn(pos, err)
 	}
 }
 
+// closedCh is returned by Done of a PubAck whose outcome was known before
+// anyone asked for its channel.
+var closedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// pubAcks recycles released PubAcks.
+var pubAcks = sync.Pool{New: func() any { return new(PubAck) }}
+
 // PubAck is the future of an asynchronous publish. Its methods are safe for
-// concurrent use.
+// concurrent use until Release.
+//
+// A PubAck may be handed back with Release once its user is done with it;
+// PublishAsync then reuses it, which makes PublishAsync allocation-free in
+// steady state. Its channel (Done) is made only if someone asks for it
+// before the outcome is known.
 type PubAck struct {
-	done chan struct{}
-	pos  uint64
-	err  error
+	mu       sync.Mutex
+	done     bool
+	released bool          // Release was called before the outcome
+	ch       chan struct{} // made by Done/Wait before the outcome; closed by complete
+	pos      uint64
+	err      error
+}
+
+// complete records the outcome; it runs exactly once per use.
+func (a *PubAck) complete(pos uint64, err error) {
+	a.mu.Lock()
+	a.pos, a.err, a.done = pos, err, true
+	if a.ch != nil {
+		close(a.ch)
+	}
+	recycle := a.released
+	a.mu.Unlock()
+	if recycle {
+		a.recycle()
+	}
+}
+
+func (a *PubAck) recycle() {
+	*a = PubAck{}
+	pubAcks.Put(a)
 }
 
 // Done returns a channel closed when the outcome is known.
-func (a *PubAck) Done() <-chan struct{} { return a.done }
-
-// Position returns the message's position once Done is closed (0 before,
-// or if the publish failed).
-func (a *PubAck) Position() uint64 {
-	select {
-	case <-a.done:
-		return a.pos
-	default:
-		return 0
+func (a *PubAck) Done() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done && a.ch == nil {
+		return closedCh
 	}
+	if a.ch == nil {
+		a.ch = make(chan struct{})
+	}
+	return a.ch
 }
 
-// Err returns the publish's error once Done is closed (nil before, and on
-// success). An error matching ErrUnknownOutcome means the message may or may
-// not have been published; a *ServerError means it was refused.
+// Position returns the message's position once the outcome is known (0
+// before, or if the publish failed).
+func (a *PubAck) Position() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.done {
+		return 0
+	}
+	return a.pos
+}
+
+// Err returns the publish's error once the outcome is known (nil before,
+// and on success). An error matching ErrUnknownOutcome means the message
+// may or may not have been published; a *ServerError means it was refused.
 func (a *PubAck) Err() error {
-	select {
-	case <-a.done:
-		return a.err
-	default:
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.done {
 		return nil
 	}
+	return a.err
 }
 
 // Wait waits for the outcome or for ctx to end; ctx's ending does not
 // cancel the publish.
 func (a *PubAck) Wait(ctx context.Context) (uint64, error) {
+	a.mu.Lock()
+	if a.done {
+		pos, err := a.pos, a.err
+		a.mu.Unlock()
+		return pos, err
+	}
+	if a.ch == nil {
+		a.ch = make(chan struct{})
+	}
+	ch := a.ch
+	a.mu.Unlock()
 	select {
-	case <-a.done:
-		return a.pos, a.err
+	case <-ch:
+		a.mu.Lock()
+		pos, err := a.pos, a.err
+		a.mu.Unlock()
+		return pos, err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+}
+
+// Release hands the PubAck back for reuse by a later PublishAsync. After
+// Release the caller must not use the PubAck nor any channel it got from
+// Done: it may already describe another publish. Release may be called
+// before the outcome is known (the PubAck is then recycled once it is);
+// the publish itself is not affected. Calling Release is optional (an
+// unreleased PubAck is garbage collected) and at most once per PubAck.
+func (a *PubAck) Release() {
+	a.mu.Lock()
+	if !a.done {
+		a.released = true
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.recycle()
 }
 
 // Publish publishes payload to channel and waits for the server's PUBACK,
@@ -119,11 +197,15 @@ func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uin
 // the PUBACK; payload is copied before it returns. Many publishes queued
 // together go out in one write. It blocks only while the publish window
 // (WithMaxPending) is full or the Conn is reconnecting, up to ctx; errors
-// returned here mean nothing was sent (see Publish for the kinds). Each
-// call allocates its PubAck; PublishFunc does not allocate.
+// returned here mean nothing was sent (see Publish for the kinds).
+// PubAcks handed back with Release are reused, so a caller that releases
+// each one after reading its outcome makes PublishAsync allocation-free in
+// steady state (the Done channel is made only when asked for before the
+// outcome is known).
 func (c *Conn) PublishAsync(ctx context.Context, channel string, payload []byte) (*PubAck, error) {
-	a := &PubAck{done: make(chan struct{})}
+	a := pubAcks.Get().(*PubAck)
 	if err := c.publish(ctx, channel, payload, pendEntry{ack: a}); err != nil {
+		pubAcks.Put(a)
 		return nil, err
 	}
 	return a, nil
@@ -146,8 +228,8 @@ func (c *Conn) PublishFunc(ctx context.Context, channel string, payload []byte, 
 // waiting for one while reconnecting. On error nothing was sent and pe is
 // never completed.
 func (c *Conn) publish(ctx context.Context, channel string, payload []byte, pe pendEntry) error {
-	if err := wire.ValidChannelString(channel); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidChannel, err)
+	if err := c.validChannel(channel); err != nil {
+		return err
 	}
 	if err := c.usable(); err != nil {
 		return err
@@ -194,4 +276,65 @@ func (c *Conn) usable() error {
 		return c.closedErr()
 	}
 	return nil
+}
+
+// validChannel checks channel's name, remembering the last valid name so
+// that a publisher repeating its channel validates it once. Any goroutine.
+func (c *Conn) validChannel(channel string) error {
+	if p := c.valid.Load(); p != nil && *p == channel {
+		return nil
+	}
+	if err := wire.ValidChannelString(channel); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidChannel, err)
+	}
+	name := channel
+	c.valid.Store(&name)
+	return nil
+}
+
+// PublishNoAck publishes payload to channel without asking for an
+// acknowledgement (a PUBLISH without the ACK flag): it returns as soon as
+// the frame is queued for the writer, and the message's position is never
+// reported. payload is copied before it returns. It takes no slot of the
+// publish window; instead, while 1 MiB or more of output waits for the
+// writer, it blocks until the writer has taken the queue, up to ctx, so a
+// publisher faster than the network is slowed down rather than buffering
+// without bound.
+//
+// Delivery is at most once: a message queued when the connection is lost
+// is gone, and no error reports it. A refusal by the server (e.g. FORBIDDEN,
+// INVALID_CHANNEL checked again on the server, PAYLOAD_TOO_LARGE) answers
+// nobody and is logged by the Conn's logger (WithLogger). Errors returned
+// here mean nothing was queued: ErrInvalidChannel, ErrPayloadTooLarge,
+// ErrClosed, ErrDraining, or ctx's error. Publishes issued while
+// reconnecting wait for the next connection. It does not allocate in
+// steady state. Safe for concurrent use.
+func (c *Conn) PublishNoAck(ctx context.Context, channel string, payload []byte) error {
+	if err := c.validChannel(channel); err != nil {
+		return err
+	}
+	for {
+		if err := c.usable(); err != nil {
+			return err
+		}
+		if s := c.cur.Load(); s != nil {
+			ok, wait, err := s.enqueueNoAck(channel, payload)
+			if ok || err != nil {
+				return err
+			}
+			if wait != nil {
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-c.closed:
+					return c.closedErr()
+				}
+				continue
+			}
+		}
+		if err := c.waitReady(ctx); err != nil {
+			return err
+		}
+	}
 }

@@ -17,6 +17,10 @@ import (
 // flush; a larger one (after a burst of big publishes) is dropped.
 const maxRetainedWriteBuf = 8 << 20
 
+// noAckQueueLimit bounds the output PublishNoAck lets wait for the writer:
+// at or above it, PublishNoAck waits until the writer takes the queue.
+const noAckQueueLimit = 1 << 20
+
 // session is one TCP connection's lifetime: its socket, the frames waiting
 // to be written, the requests awaiting an answer, and two goroutines, the
 // reader (readLoop) and the writer (writeLoop, which also sends PINGs).
@@ -34,7 +38,8 @@ type session struct {
 	goaway  bool                     // GOAWAY received: no new requests, answers still read
 	err     error                    // why the session died
 	wbuf    []byte                   // frames waiting for the writer
-	pending map[uint32]pendEntry     // publish request id -> completion
+	taken   chan struct{}            // closed when the writer takes wbuf; made by a waiting PublishNoAck
+	pending pendQueue                // publishes awaiting their PUBACK, in request-id order
 	reqs    map[uint32]reqEntry      // SUBSCRIBE/UNSUBSCRIBE request id -> waiter
 	subs    map[uint32]*Subscription // subID -> subscription, for DATA/GAP routing
 
@@ -67,7 +72,6 @@ type completion struct {
 func newSession(c *Conn, nc net.Conn, addr string, w wire.Welcome, rd *wire.Reader) *session {
 	return &session{
 		c: c, nc: nc, addr: addr, welcome: w, rd: rd, started: time.Now(),
-		pending:    make(map[uint32]pendEntry),
 		reqs:       make(map[uint32]reqEntry),
 		subs:       make(map[uint32]*Subscription),
 		wake:       make(chan struct{}, 1),
@@ -101,9 +105,12 @@ func (s *session) fail(err error) {
 		return
 	}
 	s.dead, s.err = true, err
-	pend := s.pending
-	s.pending = nil
+	pend := s.pending.drain(nil)
 	s.reqs = nil
+	if s.taken != nil {
+		close(s.taken) // PublishNoAck callers waiting for room retry elsewhere
+		s.taken = nil
+	}
 	s.mu.Unlock()
 	close(s.done)
 	_ = s.nc.Close()
@@ -127,11 +134,40 @@ func (s *session) enqueuePublish(channel string, payload []byte, pe pendEntry) (
 		return false, fmt.Errorf("%w: %d bytes, server max %d", ErrPayloadTooLarge, len(payload), s.welcome.MaxPayload)
 	}
 	id := s.c.nextReq()
-	s.pending[id] = pe
+	s.pending.push(id, pe)
 	s.wbuf = wire.AppendPublish(s.wbuf, id, wire.FlagAck, channel, payload)
 	s.mu.Unlock()
 	s.kick()
 	return true, nil
+}
+
+// enqueueNoAck queues a PUBLISH without FlagAck. It reports ok when the
+// frame was queued; otherwise, with no error, either wait is a channel
+// closed once the writer has taken the queued output (the queue is over
+// its bound) or wait is nil and the session no longer takes requests.
+func (s *session) enqueueNoAck(channel string, payload []byte) (ok bool, wait <-chan struct{}, err error) {
+	s.mu.Lock()
+	if s.dead || s.goaway {
+		s.mu.Unlock()
+		return false, nil, nil
+	}
+	if uint64(len(payload)) > uint64(s.welcome.MaxPayload) {
+		s.mu.Unlock()
+		return false, nil, fmt.Errorf("%w: %d bytes, server max %d", ErrPayloadTooLarge, len(payload), s.welcome.MaxPayload)
+	}
+	if len(s.wbuf) >= noAckQueueLimit {
+		if s.taken == nil {
+			s.taken = make(chan struct{})
+		}
+		wait = s.taken
+		s.mu.Unlock()
+		s.kick()
+		return false, wait, nil
+	}
+	s.wbuf = wire.AppendPublish(s.wbuf, s.c.nextReq(), 0, channel, payload)
+	s.mu.Unlock()
+	s.kick()
+	return true, nil, nil
 }
 
 // control registers a request and queues its frame; false if the session
@@ -195,6 +231,10 @@ func (s *session) writeLoop() {
 		s.mu.Lock()
 		buf := s.wbuf
 		s.wbuf = spare[:0]
+		if s.taken != nil {
+			close(s.taken) // wake PublishNoAck callers waiting for room
+			s.taken = nil
+		}
 		s.mu.Unlock()
 		if len(buf) > 0 {
 			_ = s.nc.SetWriteDeadline(time.Now().Add(wt))
@@ -321,8 +361,7 @@ func (s *session) onPubAck(body []byte) error {
 	s.mu.Lock()
 	for _, a := range acks {
 		// An ack for an unknown id (e.g. one already failed) is ignored.
-		if pe, ok := s.pending[a.ID]; ok {
-			delete(s.pending, a.ID)
+		if pe, ok := s.pending.take(a.ID); ok {
 			compl = append(compl, completion{pe, a.Position})
 		}
 	}
@@ -378,8 +417,7 @@ func (s *session) onError(id uint32, e wire.Error) error {
 		return serverErr("connection", e)
 	}
 	s.mu.Lock()
-	pe, isPub := s.pending[id]
-	delete(s.pending, id)
+	pe, isPub := s.pending.take(id)
 	re, isReq := s.reqs[id]
 	delete(s.reqs, id)
 	if isReq && re.sub != nil {

@@ -110,8 +110,10 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 		return
 	}
 	if code.Fatal() {
-		// Acks of publishes read before the fatal frame go out first:
-		// nothing may follow a fatal ERROR (PROTOCOL.md 7.1).
+		// Publishes read before the fatal frame take effect and their
+		// acks go out first: nothing may follow a fatal ERROR
+		// (PROTOCOL.md 7.1).
+		c.l.flushRun()
 		c.flushAcks(c.l.srv.maxBody)
 	}
 	c.l.stats.countError(code)

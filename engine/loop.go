@@ -32,6 +32,31 @@ type loop struct {
 	reap            []*conn
 
 	stats loopStats // counters for metrics (metrics.go)
+
+	// lastChan is the channel the previous PUBLISH went to: consecutive
+	// publishes to one channel skip the map lookup. Cleared when sweep
+	// forgets channel views.
+	lastChan *loopChan
+	// run holds consecutive PUBLISH frames of one connection to one
+	// channel, read in the same OnTraffic call, not yet appended: they are
+	// appended under one streamlet lock (flushRun) before any other frame
+	// is acted on and before gnet's buffer, which the payloads alias, is
+	// discarded.
+	run pubRun
+}
+
+// maxRun bounds a run of publishes, and so how long one loop holds a
+// streamlet's writer lock that other loops may be waiting for.
+const maxRun = 256
+
+// pubRun is a batch of publishes waiting for flushRun.
+type pubRun struct {
+	c        *conn
+	lc       *loopChan
+	payloads [][]byte
+	ids      []uint32
+	acked    []bool
+	pos      []uint64
 }
 
 func newLoop(idx int, el gnet.EventLoop, srv *Server) *loop {
@@ -185,6 +210,7 @@ func (l *loop) traffic(c *conn) gnet.Action {
 		off += n
 		l.frame(c, h, body)
 	}
+	l.flushRun()
 	if c.closing {
 		off = len(buf)
 	}
@@ -208,9 +234,12 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 		l.hello(c, h, body)
 		return
 	}
-	switch h.Type {
-	case wire.TypePublish:
+	if h.Type == wire.TypePublish {
 		l.publish(c, h, body)
+		return
+	}
+	l.flushRun() // earlier publishes take effect before this frame
+	switch h.Type {
 	case wire.TypeSubscribe:
 		sb, err := wire.DecodeSubscribe(body)
 		if err != nil {
@@ -281,10 +310,12 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 	name, payload, err := wire.DecodePublish(body)
 	if err != nil {
+		l.flushRun()
 		c.sendError(0, wire.CodeProtocolError, err.Error())
 		return
 	}
 	if len(payload) > l.srv.opts.MaxPayload {
+		l.flushRun()
 		c.sendError(h.ID, wire.CodePayloadTooLarge,
 			fmt.Sprintf("payload of %d bytes exceeds the limit of %d", len(payload), l.srv.opts.MaxPayload))
 		return
@@ -292,32 +323,79 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 	if !l.allowPublish(c, h.ID, name) {
 		return
 	}
-	lc := l.chans[string(name)]
-	if lc == nil {
-		if err := wire.ValidChannel(name); err != nil {
-			c.sendError(h.ID, wire.CodeInvalidChannel, err.Error())
-			return
+	lc := l.lastChan
+	if lc == nil || lc.name != string(name) {
+		lc = l.chans[string(name)]
+		if lc == nil {
+			if err := wire.ValidChannel(name); err != nil {
+				l.flushRun()
+				c.sendError(h.ID, wire.CodeInvalidChannel, err.Error())
+				return
+			}
+			lc = l.channel(string(name))
 		}
-		lc = l.channel(string(name))
+		l.lastChan = lc
 	}
-	pos, err := lc.append(payload)
-	if err != nil {
-		c.sendError(h.ID, wire.CodeUnavailable, err.Error())
+	r := &l.run
+	if r.lc != lc || r.c != c || len(r.payloads) >= maxRun {
+		l.flushRun()
+		r.c, r.lc = c, lc
+	}
+	r.payloads = append(r.payloads, payload)
+	r.ids = append(r.ids, h.ID)
+	r.acked = append(r.acked, h.Flags&wire.FlagAck != 0)
+}
+
+// flushRun appends the pending run of publishes (one streamlet lock for
+// the whole run while the write grant holds) and queues their acks or
+// errors in frame order.
+func (l *loop) flushRun() {
+	r := &l.run
+	n := len(r.payloads)
+	if n == 0 {
 		return
 	}
+	c, lc := r.c, r.lc
+	if cap(r.pos) < n {
+		r.pos = make([]uint64, n, max(n, 2*cap(r.pos)))
+	}
+	pos := r.pos[:n]
+	done := 0
+	if lc.w != nil {
+		done = lc.w.appendBatch(r.payloads, pos, l.now)
+		if done < n {
+			// The streamlet closed: the rest goes through the grant path.
+			lc.wAfter = lc.w.id
+			lc.w = nil
+		}
+	}
+	for k := 0; k < n; k++ {
+		if k >= done {
+			p, err := lc.append(r.payloads[k])
+			if err != nil {
+				c.sendError(r.ids[k], wire.CodeUnavailable, err.Error())
+				pos[k] = 0
+				continue
+			}
+			pos[k] = p
+		}
+		l.stats.msgsIn++
+		l.stats.payloadIn += uint64(len(r.payloads[k]))
+		if r.acked[k] {
+			if len(c.acks) == 0 {
+				l.ackers = append(l.ackers, c)
+			}
+			c.acks = append(c.acks, wire.Ack{ID: r.ids[k], Position: pos[k]})
+		}
+	}
 	lc.lastUse = l.now
-	l.stats.msgsIn++
-	l.stats.payloadIn += uint64(len(payload))
 	if !lc.touched {
 		lc.touched = true
 		l.touched = append(l.touched, lc)
 	}
-	if h.Flags&wire.FlagAck != 0 {
-		if len(c.acks) == 0 {
-			l.ackers = append(l.ackers, c)
-		}
-		c.acks = append(c.acks, wire.Ack{ID: h.ID, Position: pos})
-	}
+	clear(r.payloads) // drop references into gnet's buffer
+	r.payloads, r.ids, r.acked = r.payloads[:0], r.ids[:0], r.acked[:0]
+	r.c, r.lc = nil, nil
 }
 
 // channel returns this loop's view of the channel, creating it.
@@ -344,6 +422,9 @@ func (l *loop) sweep() {
 	idle := l.now - int64(time.Second)
 	for name, lc := range l.chans {
 		if lc.nsubs == 0 && !lc.touched && lc.lastUse < idle {
+			if l.lastChan == lc {
+				l.lastChan = nil
+			}
 			delete(l.chans, name)
 			l.srv.gw.release(lc.gc)
 		}

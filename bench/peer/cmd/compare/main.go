@@ -97,6 +97,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	bench.AddFlags(fs, &o.base, &o.quick)
 	fs.IntVar(&o.runs, "runs", 3, "runs of each scenario per system, alternated, `N`")
 	fs.StringVar(&o.serverMode, "server", "proc", "where the servers run: `proc` (child processes) or inproc (this process)")
+	fs.BoolVar(&sluiceNoAck, "sluice-noack", false, "Sluice's fire-and-forget publishers (pub, pubsub, fanout, nm, latency) use PublishNoAck, like NATS core, instead of pipelined acknowledged publishes")
 	fs.StringVar(&o.sluiceAddr, "sluice-addr", "", "use the Sluice server at `HOST:PORT` instead of starting one")
 	fs.StringVar(&o.natsURL, "nats-url", "", "use the NATS server at `URL` (JetStream enabled) instead of starting one")
 	fs.StringVar(&o.natsBin, "nats-bin", "", "start this nats-server `BINARY` as a child process (e.g. /usr/sbin/nats-server)")
@@ -358,6 +359,9 @@ func natsBinVersion(bin string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// sluiceNoAck is --sluice-noack (set once by flag parsing).
+var sluiceNoAck bool
+
 // driverFor returns the driver of sys for scenario sc, and a cleanup.
 func driverFor(ctx context.Context, sys *system, sc bench.Scenario, c bench.Config) (bench.Driver, func(), error) {
 	var dial func(ctx context.Context, addr string) (net.Conn, error) // nil: the default dialer
@@ -365,7 +369,7 @@ func driverFor(ctx context.Context, sys *system, sc bench.Scenario, c bench.Conf
 		dial = bench.LoopbackDialer(1 + c.Conns/20_000)
 	}
 	if sys.name == "sluice" {
-		return &bench.SluiceDriver{Addr: sys.addr, Window: max(c.Window, 4096), Dial: dial}, func() {}, nil
+		return &bench.SluiceDriver{Addr: sys.addr, Window: max(c.Window, 4096), Dial: dial, NoAck: sluiceNoAck}, func() {}, nil
 	}
 	if !sc.Durable {
 		return &peer.NATSDriver{URL: sys.addr, Dial: dial}, func() {}, nil
