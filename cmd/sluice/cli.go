@@ -163,15 +163,25 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // command should exit with code.
 func parseCommandLine(fs *flag.FlagSet, std stdio, args []string) (pos []string, code int, done bool) {
 	pos, err := parseInterspersed(fs, args)
+	if code, done := parseExit(fs, std, err); done {
+		return nil, code, true
+	}
+	return pos, 0, false
+}
+
+// parseExit turns the error of a command-line parse into the command's
+// exit: --help prints the usage to stdout (exit 0), any other error prints
+// it with the usage to stderr (exitUsage). done is false when err is nil.
+func parseExit(fs *flag.FlagSet, std stdio, err error) (code int, done bool) {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(std.out)
 		fs.Usage()
-		return nil, exitOK, true
+		return exitOK, true
 	case err != nil:
-		return nil, usageError(fs, std, err), true
+		return usageError(fs, std, err), true
 	}
-	return pos, 0, false
+	return 0, false
 }
 
 // parseOnly is parseCommandLine for commands without positional arguments.

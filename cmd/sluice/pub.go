@@ -62,13 +62,8 @@ func parsePub(fs *flag.FlagSet, args []string) (pubConfig, error) {
 func runPub(ctx context.Context, std stdio, args []string) int {
 	fs := newFlagSet("pub", "[--server HOST:PORT] CHANNEL [MESSAGE ...]", pubDescription)
 	cfg, err := parsePub(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(std.out)
-		fs.Usage()
-		return exitOK
-	case err != nil:
-		return usageError(fs, std, err)
+	if code, done := parseExit(fs, std, err); done {
+		return code
 	}
 	copts, err := cfg.conn.options()
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -123,14 +122,10 @@ func parseServe(fs *flag.FlagSet, args []string) (serveConfig, []string, error) 
 func runServe(ctx context.Context, std stdio, args []string) int {
 	fs := newFlagSet("serve", "[--config FILE] [FLAGS]", serveDescription)
 	cfg, pos, err := parseServe(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(std.out)
-		fs.Usage()
-		return exitOK
-	case err != nil:
-		return usageError(fs, std, err)
-	case len(pos) > 0:
+	if code, done := parseExit(fs, std, err); done {
+		return code
+	}
+	if len(pos) > 0 {
 		return usageError(fs, std, fmt.Errorf("unexpected argument %q", pos[0]))
 	}
 	log := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: cfg.level}))

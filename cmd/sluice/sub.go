@@ -100,13 +100,8 @@ func parseSub(fs *flag.FlagSet, args []string) (subConfig, error) {
 func runSub(ctx context.Context, std stdio, args []string) int {
 	fs := newFlagSet("sub", "[--server HOST:PORT] CHANNEL [--from live|earliest|POSITION] [--last N] [--since DUR] [--count N] [--hex]", subDescription)
 	cfg, err := parseSub(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(std.out)
-		fs.Usage()
-		return exitOK
-	case err != nil:
-		return usageError(fs, std, err)
+	if code, done := parseExit(fs, std, err); done {
+		return code
 	}
 	copts, err := cfg.conn.options()
 	if err != nil {
