@@ -404,12 +404,10 @@ func (l *loop) permitted(c *conn, name []byte, pub bool) bool {
 // with an ERROR and must be dropped.
 func (l *loop) allowPublish(c *conn, id uint32, name []byte) bool {
 	if l.srv.rateInterval > 0 && !c.sec.bucket.allow(l.now, l.srv.rateInterval, l.srv.rateTolerance) {
-		l.flushRun() // earlier publishes are answered first
 		c.sendError(id, wire.CodeRateLimited, "publish rate limit exceeded")
 		return false
 	}
 	if !l.permitted(c, name, true) {
-		l.flushRun()
 		if !c.closing {
 			c.sendError(id, wire.CodeForbidden, "not allowed to publish to this channel")
 		}

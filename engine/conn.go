@@ -109,11 +109,14 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 	if c.closing || c.closed {
 		return
 	}
-	if code.Fatal() {
-		// Publishes read before the fatal frame take effect and their
-		// acks go out first: nothing may follow a fatal ERROR
-		// (PROTOCOL.md 7.1).
+	if c.l.run.c == c {
+		// Publishes of this connection read before the failed frame take
+		// effect first, whatever the error.
 		c.l.flushRun()
+	}
+	if code.Fatal() {
+		// Their acks go out first too: nothing may follow a fatal ERROR
+		// (PROTOCOL.md 7.1).
 		c.flushAcks(c.l.srv.maxBody)
 	}
 	c.l.stats.countError(code)

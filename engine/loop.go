@@ -310,12 +310,10 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 	name, payload, err := wire.DecodePublish(body)
 	if err != nil {
-		l.flushRun()
 		c.sendError(0, wire.CodeProtocolError, err.Error())
 		return
 	}
 	if len(payload) > l.srv.opts.MaxPayload {
-		l.flushRun()
 		c.sendError(h.ID, wire.CodePayloadTooLarge,
 			fmt.Sprintf("payload of %d bytes exceeds the limit of %d", len(payload), l.srv.opts.MaxPayload))
 		return
@@ -328,7 +326,6 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 		lc = l.chans[string(name)]
 		if lc == nil {
 			if err := wire.ValidChannel(name); err != nil {
-				l.flushRun()
 				c.sendError(h.ID, wire.CodeInvalidChannel, err.Error())
 				return
 			}
@@ -352,10 +349,11 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 func (l *loop) flushRun() {
 	r := &l.run
 	n := len(r.payloads)
-	if n == 0 {
+	if n == 0 || r.c == nil {
 		return
 	}
 	c, lc := r.c, r.lc
+	r.c = nil // detached: the sendError calls below must not flush it again
 	if cap(r.pos) < n {
 		r.pos = make([]uint64, n, max(n, 2*cap(r.pos)))
 	}
