@@ -83,6 +83,9 @@ func (t Type) String() string {
 	if t.Known() {
 		return typeNames[t]
 	}
+	if t.IsNode() {
+		return nodeTypeNames[t-TypeNodeHello]
+	}
 	return fmt.Sprintf("Type(0x%02X)", uint8(t))
 }
 

@@ -1,0 +1,440 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Node-to-node frames (types 0x40..0x4F; PROTOCOL.md section 9). A node
+// opens one connection to each peer it talks to, on the peer's client
+// port, and identifies itself with NODE_HELLO instead of HELLO. Requests
+// travel from the dialer to the acceptor; the acceptor answers on the same
+// connection and pushes NODE_FEED on it for the streamlets the dialer
+// asked to read. Every multi-byte field is big-endian, as in the client
+// protocol; strings are u8 length + bytes unless said otherwise.
+const (
+	TypeNodeHello    Type = 0x40 // dialer -> acceptor, first frame
+	TypeNodeWelcome  Type = 0x41 // acceptor -> dialer, answer to NODE_HELLO
+	TypeNodeRequest  Type = 0x42 // dialer -> acceptor, id = request id
+	TypeNodeResponse Type = 0x43 // acceptor -> dialer, id = request id
+	TypeNodeAppend   Type = 0x44 // dialer -> acceptor, id = request id
+	TypeNodeAppended Type = 0x45 // acceptor -> dialer, id = request id
+	TypeNodeFeed     Type = 0x46 // acceptor -> dialer, id 0
+	TypeNodeRead     Type = 0x47 // dialer -> acceptor, id 0
+	TypeNodeUnread   Type = 0x48 // dialer -> acceptor, id 0
+)
+
+// IsNode reports whether t is a node-to-node frame type defined here.
+func (t Type) IsNode() bool { return t >= TypeNodeHello && t <= TypeNodeUnread }
+
+var nodeTypeNames = [...]string{"NODE_HELLO", "NODE_WELCOME", "NODE_REQUEST", "NODE_RESPONSE",
+	"NODE_APPEND", "NODE_APPENDED", "NODE_FEED", "NODE_READ", "NODE_UNREAD"}
+
+// NodeVersion is the node-to-node protocol version in NODE_HELLO.
+const NodeVersion uint16 = 1
+
+// NodeProofLen is the length of the NODE_HELLO proof when the cluster has
+// a secret (an HMAC-SHA256).
+const NodeProofLen = 32
+
+// NodeHello is the body of NODE_HELLO:
+//
+//	u16 version, str8 name, str8 client address, u8 proofLen (0 or 32), proof
+type NodeHello struct {
+	Version    uint16
+	Name       string // the dialing node's name
+	ClientAddr string // the dialing node's client address
+	Proof      []byte // HMAC-SHA256(secret, "sluice-node\x00"+name) or empty
+}
+
+func appendStr8(dst []byte, t Type, field, s string) []byte {
+	mustFit(t, field, len(s), math.MaxUint8)
+	dst = append(dst, byte(len(s)))
+	return append(dst, s...)
+}
+
+func (d *decoder) str8(field string) string {
+	n := int(d.u8(field))
+	return string(d.bytes(n, field))
+}
+
+// AppendNodeHello appends a whole NODE_HELLO frame.
+func AppendNodeHello(dst []byte, h NodeHello) []byte {
+	mustFit(TypeNodeHello, "proof length", len(h.Proof), NodeProofLen)
+	n := 2 + 1 + len(h.Name) + 1 + len(h.ClientAddr) + 1 + len(h.Proof)
+	dst = AppendHeader(dst, TypeNodeHello, 0, 0, n)
+	dst = binary.BigEndian.AppendUint16(dst, h.Version)
+	dst = appendStr8(dst, TypeNodeHello, "name", h.Name)
+	dst = appendStr8(dst, TypeNodeHello, "client address", h.ClientAddr)
+	dst = append(dst, byte(len(h.Proof)))
+	return append(dst, h.Proof...)
+}
+
+// DecodeNodeHello decodes a NODE_HELLO body; Proof aliases body.
+func DecodeNodeHello(body []byte) (NodeHello, error) {
+	d := decoder{b: body, frame: TypeNodeHello}
+	var h NodeHello
+	h.Version = d.u16("version")
+	h.Name = d.str8("name")
+	h.ClientAddr = d.str8("client address")
+	if n := int(d.u8("proof length")); n != 0 && n != NodeProofLen {
+		d.failf("proof length %d is neither 0 nor %d", n, NodeProofLen)
+	} else {
+		h.Proof = d.bytes(n, "proof")
+	}
+	if d.err == nil && h.Name == "" {
+		d.failf("empty node name")
+	}
+	return h, d.exact()
+}
+
+// AppendNodeWelcome appends a NODE_WELCOME frame: str8 name of the
+// accepting node.
+func AppendNodeWelcome(dst []byte, name string) []byte {
+	dst = AppendHeader(dst, TypeNodeWelcome, 0, 0, 1+len(name))
+	return appendStr8(dst, TypeNodeWelcome, "name", name)
+}
+
+// DecodeNodeWelcome decodes a NODE_WELCOME body.
+func DecodeNodeWelcome(body []byte) (string, error) {
+	d := decoder{b: body, frame: TypeNodeWelcome}
+	name := d.str8("name")
+	return name, d.exact()
+}
+
+// NodeOp is the operation of a NODE_REQUEST (its first body byte).
+type NodeOp uint8
+
+// Node operations; the body after the op byte is given per op in
+// PROTOCOL.md 9.4 and built with NodeEnc.
+const (
+	OpWriteGrant NodeOp = 1  // manager: str8 channel, u64 after -> grant
+	OpInfo       NodeOp = 2  // manager: str8 channel, u8 create -> info
+	OpInterest   NodeOp = 3  // manager: str8 channel, i32 delta -> empty
+	OpHost       NodeOp = 4  // host: grant -> empty
+	OpSeal       NodeOp = 5  // host: u64 id, u64 successor, str8 successor host -> u64 end
+	OpFree       NodeOp = 6  // host: u64 id -> empty
+	OpList       NodeOp = 7  // host: str8 channel -> hosted list
+	OpNotify     NodeOp = 8  // gateway: str8 channel -> empty
+	OpStatus     NodeOp = 9  // any: empty -> JSON status document
+	OpLen        NodeOp = 10 // host: u64 id -> u8 found, u32 len
+	opMax               = OpLen
+)
+
+// Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's
+// too). A non-zero status is followed by a str16 error text in
+// NODE_RESPONSE.
+const (
+	NodeOK        uint8 = 0
+	NodeClosed    uint8 = 1 // the streamlet refuses writes: ask for a new grant
+	NodeUnknown   uint8 = 2 // no such streamlet on this host
+	NodeStale     uint8 = 3 // the grant's epoch does not match the streamlet's
+	NodeFailed    uint8 = 4 // the operation failed; see the text
+	NodeBadOp     uint8 = 5 // unknown op or malformed op body
+	NodeShutdown  uint8 = 6 // the node is shutting down
+	NodeOverload  uint8 = 7 // the node's backlog is over its limit
+	nodeStatusMax uint8 = 7
+)
+
+// AppendNodeRequest appends a NODE_REQUEST frame with op and its body.
+func AppendNodeRequest(dst []byte, id uint32, op NodeOp, body []byte) []byte {
+	dst = AppendHeader(dst, TypeNodeRequest, 0, id, 1+len(body))
+	dst = append(dst, byte(op))
+	return append(dst, body...)
+}
+
+// DecodeNodeRequest splits a NODE_REQUEST body into op and op body (a
+// capped sub-slice of body).
+func DecodeNodeRequest(body []byte) (NodeOp, []byte, error) {
+	d := decoder{b: body, frame: TypeNodeRequest}
+	op := NodeOp(d.u8("op"))
+	rest := d.rest()
+	if d.err == nil && (op == 0 || op > opMax) {
+		d.failf("unknown op %d", op)
+	}
+	return op, rest, d.err
+}
+
+// AppendNodeResponse appends a NODE_RESPONSE: u8 status, then the result
+// body when status is NodeOK, or str16 text otherwise.
+func AppendNodeResponse(dst []byte, id uint32, status uint8, body []byte, text string) []byte {
+	if status != NodeOK {
+		text = truncText(text)
+		dst = AppendHeader(dst, TypeNodeResponse, 0, id, 1+2+len(text))
+		dst = append(dst, status)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(text)))
+		return append(dst, text...)
+	}
+	dst = AppendHeader(dst, TypeNodeResponse, 0, id, 1+len(body))
+	dst = append(dst, status)
+	return append(dst, body...)
+}
+
+func truncText(s string) string {
+	if len(s) > 1024 {
+		return s[:1024]
+	}
+	return s
+}
+
+// DecodeNodeResponse decodes a NODE_RESPONSE body: the status, the result
+// body (NodeOK) or the error text.
+func DecodeNodeResponse(body []byte) (status uint8, result []byte, text string, err error) {
+	d := decoder{b: body, frame: TypeNodeResponse}
+	status = d.u8("status")
+	if d.err == nil && status > nodeStatusMax {
+		d.failf("unknown status %d", status)
+	}
+	if status == NodeOK {
+		return status, d.rest(), "", d.err
+	}
+	n := int(d.u16("text length"))
+	text = string(d.bytes(n, "text"))
+	return status, nil, text, d.exact()
+}
+
+// NodeAppend is a NODE_APPEND body without its records:
+//
+//	u64 streamlet, u64 epoch, u32 count (>= 1), count x (u32 len, payload)
+type NodeAppend struct {
+	Streamlet uint64
+	Epoch     uint64
+	Count     uint32
+}
+
+// NodeAppendPrefixLen is the size of NODE_APPEND's fixed prefix.
+const NodeAppendPrefixLen = 8 + 8 + 4
+
+// AppendNodeAppendHeader appends the header and prefix of a NODE_APPEND
+// whose record run (recordsLen bytes, a.Count records) the caller appends
+// next with AppendRecord.
+func AppendNodeAppendHeader(dst []byte, id uint32, a NodeAppend, recordsLen int) []byte {
+	dst = AppendHeader(dst, TypeNodeAppend, 0, id, NodeAppendPrefixLen+recordsLen)
+	dst = binary.BigEndian.AppendUint64(dst, a.Streamlet)
+	dst = binary.BigEndian.AppendUint64(dst, a.Epoch)
+	return binary.BigEndian.AppendUint32(dst, a.Count)
+}
+
+// DecodeNodeAppend decodes a NODE_APPEND body and validates that exactly
+// Count records fill the run (iterate it with NextRecord).
+func DecodeNodeAppend(body []byte) (NodeAppend, []byte, error) {
+	d := decoder{b: body, frame: TypeNodeAppend}
+	a := NodeAppend{Streamlet: d.u64("streamlet"), Epoch: d.u64("epoch"), Count: d.u32("count")}
+	run := d.rest()
+	if d.err == nil {
+		d.err = checkRun(TypeNodeAppend, run, a.Count)
+	}
+	if d.err != nil {
+		return NodeAppend{}, nil, d.err
+	}
+	return a, run, nil
+}
+
+// checkRun validates that run holds exactly count >= 1 records.
+func checkRun(t Type, run []byte, count uint32) error {
+	if count == 0 {
+		return fmt.Errorf("%w: %v: count 0", ErrMalformed, t)
+	}
+	rest := run
+	for i := uint32(0); i < count; i++ {
+		var ok bool
+		if _, rest, ok = NextRecord(rest); !ok {
+			return fmt.Errorf("%w: %v: record %d of %d overruns the body", ErrMalformed, t, i, count)
+		}
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: %v: %d bytes after record %d", ErrMalformed, t, len(rest), count)
+	}
+	return nil
+}
+
+// NodeAppended is the body of NODE_APPENDED: u8 status, u32 done (records
+// appended, a prefix of the request's), u64 first (position of the first
+// appended record; 0 when done is 0).
+type NodeAppended struct {
+	Status uint8
+	Done   uint32
+	First  uint64
+}
+
+// AppendNodeAppended appends a whole NODE_APPENDED frame.
+func AppendNodeAppended(dst []byte, id uint32, a NodeAppended) []byte {
+	dst = AppendHeader(dst, TypeNodeAppended, 0, id, 1+4+8)
+	dst = append(dst, a.Status)
+	dst = binary.BigEndian.AppendUint32(dst, a.Done)
+	return binary.BigEndian.AppendUint64(dst, a.First)
+}
+
+// DecodeNodeAppended decodes a NODE_APPENDED body.
+func DecodeNodeAppended(body []byte) (NodeAppended, error) {
+	d := decoder{b: body, frame: TypeNodeAppended}
+	a := NodeAppended{Status: d.u8("status"), Done: d.u32("done"), First: d.u64("first")}
+	if d.err == nil && a.Status > nodeStatusMax {
+		d.failf("unknown status %d", a.Status)
+	}
+	return a, d.exact()
+}
+
+// Feed flags.
+const (
+	FeedSealed uint8 = 1 // the streamlet is sealed after these records
+	FeedGone   uint8 = 2 // the host does not hold the streamlet (freed or never hosted)
+)
+
+// NodeFeed is a NODE_FEED body without its stamps and records:
+//
+//	u64 streamlet, u32 start (index of the first record), u8 flags,
+//	u32 count, count x u64 stamps (unix ns), count x (u32 len, payload)
+//
+// count may be 0 (a bare SEALED or GONE notice).
+type NodeFeed struct {
+	Streamlet uint64
+	Start     uint32
+	Flags     uint8
+	Count     uint32
+}
+
+// NodeFeedPrefixLen is the size of NODE_FEED's fixed prefix.
+const NodeFeedPrefixLen = 8 + 4 + 1 + 4
+
+// AppendNodeFeedHeader appends the header, the prefix and the stamps of a
+// NODE_FEED whose record run (recordsLen bytes, len(stamps) records)
+// follows separately.
+func AppendNodeFeedHeader(dst []byte, f NodeFeed, stamps []int64, recordsLen int) []byte {
+	mustFit(TypeNodeFeed, "count", len(stamps), math.MaxUint32)
+	dst = AppendHeader(dst, TypeNodeFeed, 0, 0, NodeFeedPrefixLen+8*len(stamps)+recordsLen)
+	dst = binary.BigEndian.AppendUint64(dst, f.Streamlet)
+	dst = binary.BigEndian.AppendUint32(dst, f.Start)
+	dst = append(dst, f.Flags)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(stamps)))
+	for _, s := range stamps {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(s))
+	}
+	return dst
+}
+
+// DecodeNodeFeed decodes a NODE_FEED body. stamps holds Count u64 stamps
+// (read them with FeedStamp) and run exactly Count records; both alias body.
+func DecodeNodeFeed(body []byte) (f NodeFeed, stamps, run []byte, err error) {
+	d := decoder{b: body, frame: TypeNodeFeed}
+	f = NodeFeed{Streamlet: d.u64("streamlet"), Start: d.u32("start"), Flags: d.u8("flags"), Count: d.u32("count")}
+	if d.err == nil && f.Flags&^(FeedSealed|FeedGone) != 0 {
+		d.failf("unknown flags 0x%02x", f.Flags)
+	}
+	if d.err == nil && uint64(f.Count)*8 > uint64(len(body)-d.off) {
+		d.failf("%d stamps overrun the body", f.Count)
+	}
+	if d.err != nil {
+		return NodeFeed{}, nil, nil, d.err
+	}
+	stamps = d.bytes(int(f.Count)*8, "stamps")
+	run = d.rest()
+	if f.Count == 0 {
+		if len(run) != 0 {
+			d.failf("%d bytes after an empty feed", len(run))
+		}
+	} else if d.err == nil {
+		d.err = checkRun(TypeNodeFeed, run, f.Count)
+	}
+	if d.err != nil {
+		return NodeFeed{}, nil, nil, d.err
+	}
+	return f, stamps, run, nil
+}
+
+// FeedStamp returns stamp i of a stamps slice from DecodeNodeFeed.
+func FeedStamp(stamps []byte, i int) int64 {
+	return int64(binary.BigEndian.Uint64(stamps[8*i:]))
+}
+
+// AppendNodeRead appends a NODE_READ frame: u64 streamlet, u32 from (the
+// index of the first record wanted).
+func AppendNodeRead(dst []byte, streamlet uint64, from uint32) []byte {
+	dst = AppendHeader(dst, TypeNodeRead, 0, 0, 12)
+	dst = binary.BigEndian.AppendUint64(dst, streamlet)
+	return binary.BigEndian.AppendUint32(dst, from)
+}
+
+// DecodeNodeRead decodes a NODE_READ body.
+func DecodeNodeRead(body []byte) (streamlet uint64, from uint32, err error) {
+	d := decoder{b: body, frame: TypeNodeRead}
+	streamlet, from = d.u64("streamlet"), d.u32("from")
+	return streamlet, from, d.exact()
+}
+
+// AppendNodeUnread appends a NODE_UNREAD frame: u64 streamlet.
+func AppendNodeUnread(dst []byte, streamlet uint64) []byte {
+	dst = AppendHeader(dst, TypeNodeUnread, 0, 0, 8)
+	return binary.BigEndian.AppendUint64(dst, streamlet)
+}
+
+// DecodeNodeUnread decodes a NODE_UNREAD body.
+func DecodeNodeUnread(body []byte) (uint64, error) {
+	d := decoder{b: body, frame: TypeNodeUnread}
+	s := d.u64("streamlet")
+	return s, d.exact()
+}
+
+// NodeEnc builds the op bodies of NODE_REQUEST and NODE_RESPONSE: a
+// growing byte slice with big-endian appenders. The zero value is ready.
+type NodeEnc struct{ B []byte }
+
+// U8 appends a byte.
+func (e *NodeEnc) U8(v uint8) { e.B = append(e.B, v) }
+
+// U16 appends a u16.
+func (e *NodeEnc) U16(v uint16) { e.B = binary.BigEndian.AppendUint16(e.B, v) }
+
+// U32 appends a u32.
+func (e *NodeEnc) U32(v uint32) { e.B = binary.BigEndian.AppendUint32(e.B, v) }
+
+// U64 appends a u64.
+func (e *NodeEnc) U64(v uint64) { e.B = binary.BigEndian.AppendUint64(e.B, v) }
+
+// I64 appends an i64 (two's complement).
+func (e *NodeEnc) I64(v int64) { e.U64(uint64(v)) }
+
+// Str8 appends a string of at most 255 bytes (longer panics: a programming
+// error, as node names, addresses and channel names are all bounded).
+func (e *NodeEnc) Str8(s string) { e.B = appendStr8(e.B, TypeNodeRequest, "string", s) }
+
+// NodeDec reads op bodies with a sticky error, like the frame decoders:
+// after the first short read every read returns zero values; check Err
+// (or Done) once at the end.
+type NodeDec struct{ d decoder }
+
+// NewNodeDec returns a decoder over body; t names the frame in errors.
+func NewNodeDec(t Type, body []byte) *NodeDec {
+	return &NodeDec{d: decoder{b: body, frame: t}}
+}
+
+// U8 reads a byte.
+func (n *NodeDec) U8() uint8 { return n.d.u8("u8") }
+
+// U16 reads a u16.
+func (n *NodeDec) U16() uint16 { return n.d.u16("u16") }
+
+// U32 reads a u32.
+func (n *NodeDec) U32() uint32 { return n.d.u32("u32") }
+
+// U64 reads a u64.
+func (n *NodeDec) U64() uint64 { return n.d.u64("u64") }
+
+// I64 reads an i64.
+func (n *NodeDec) I64() int64 { return int64(n.d.u64("i64")) }
+
+// Str8 reads a u8-length string (a copy).
+func (n *NodeDec) Str8() string { return n.d.str8("string") }
+
+// Rest returns the bytes not yet read (aliasing the body).
+func (n *NodeDec) Rest() []byte { return n.d.rest() }
+
+// Fail records a semantic error (e.g. a count over a limit).
+func (n *NodeDec) Fail(format string, args ...any) { n.d.failf(format, args...) }
+
+// Err returns the sticky error.
+func (n *NodeDec) Err() error { return n.d.err }
+
+// Done returns the sticky error, or an error when bytes are left over.
+func (n *NodeDec) Done() error { return n.d.exact() }
