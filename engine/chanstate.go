@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // chanState is a channel manager's state for one channel: its incarnation
 // (epoch), the position the next streamlet starts at, and its streamlet
@@ -25,6 +28,15 @@ type chanState struct {
 	readers int
 	// lastUse is when the channel last changed (unix ns).
 	lastUse int64
+	// seq counts the streamlets opened (the placement key of the next).
+	seq uint64
+	// rnodes counts readers per node, so that a node's readers go with
+	// it and reader nodes can be told of new streamlets. nil until the
+	// first Interest.
+	rnodes map[string]int
+	// msgsPerSec is the channel's publish rate as measured over its last
+	// closed streamlet (channel-specific load for placement).
+	msgsPerSec, bytesPerSec float64
 }
 
 // positionBase returns the first position of a channel incarnation created
@@ -87,7 +99,66 @@ func (cs *chanState) leaseOver(now int64) (StreamletRef, bool) {
 func (cs *chanState) addOpen(id uint64, host string, now int64) StreamletRef {
 	ref := StreamletRef{ID: id, Host: host, First: cs.next, LeaseEnd: now + int64(cs.limits.life)}
 	cs.list = append(cs.list, ref)
+	cs.seq++
 	return ref
+}
+
+// last returns the newest streamlet, if any.
+func (cs *chanState) last() (StreamletRef, bool) {
+	if n := len(cs.list); n > 0 {
+		return cs.list[n-1], true
+	}
+	return StreamletRef{}, false
+}
+
+// interest records delta readers on node and reports the reader total.
+func (cs *chanState) interest(node string, delta int) {
+	if cs.rnodes == nil {
+		cs.rnodes = make(map[string]int)
+	}
+	n := cs.rnodes[node] + delta
+	if n <= 0 {
+		delete(cs.rnodes, node)
+	} else {
+		cs.rnodes[node] = n
+	}
+	cs.readers = 0
+	for _, k := range cs.rnodes {
+		cs.readers += k
+	}
+}
+
+// lose closes the open streamlet id as lost: its host cannot be asked for
+// its end, so it ends at the largest end it could have reached.
+func (cs *chanState) lose(id uint64, now int64) {
+	if s, ok := cs.open(); ok && s.ID == id {
+		cs.close(id, s.First+uint64(cs.limits.msgs), now)
+		cs.list[len(cs.list)-1].Lost = true
+	}
+}
+
+// hostDown records that node died at now: the open streamlet it hosted is
+// closed at the largest end it could have had (its First plus the message
+// limit: the host refuses appends past it, so no position beyond can have
+// been given out) and every streamlet it hosted is marked lost. Its readers
+// are forgotten. It reports whether anything changed.
+func (cs *chanState) hostDown(node string, now int64) bool {
+	changed := false
+	for i := range cs.list {
+		s := &cs.list[i]
+		if s.Host != node || s.Lost {
+			continue
+		}
+		changed = true
+		if !s.Closed {
+			cs.close(s.ID, s.First+uint64(cs.limits.msgs), now)
+		}
+		s.Lost = true
+	}
+	if _, ok := cs.rnodes[node]; ok {
+		cs.interest(node, -cs.rnodes[node])
+	}
+	return changed
 }
 
 // close records that streamlet id was sealed with end as its end position
@@ -103,6 +174,9 @@ func (cs *chanState) close(id, end uint64, now int64) {
 		end = s.First
 	}
 	s.End, s.Closed = end, true
+	if d := now - (s.LeaseEnd - int64(cs.limits.life)); d > 0 {
+		cs.msgsPerSec = float64(end-s.First) * 1e9 / float64(d)
+	}
 	cs.lastUse = now
 	s.Expires = now + int64(cs.limits.ttl)
 	if n > 1 && s.Expires < cs.list[n-2].Expires {
@@ -125,6 +199,19 @@ func (cs *chanState) expire(now int64, dst []uint64) []uint64 {
 	return dst
 }
 
+// expireRefs is expire reporting whole entries (their hosts, lost marks).
+func (cs *chanState) expireRefs(now int64, dst []StreamletRef) []StreamletRef {
+	k := 0
+	for k < len(cs.list) && cs.list[k].Closed && cs.list[k].Expires <= now {
+		dst = append(dst, cs.list[k])
+		k++
+	}
+	if k > 0 {
+		cs.list = append(cs.list[:0], cs.list[k:]...)
+	}
+	return dst
+}
+
 // info builds a ChannelInfo; openLen is how many messages the open
 // streamlet holds (as reported by its host).
 func (cs *chanState) info(openLen int) ChannelInfo {
@@ -137,4 +224,74 @@ func (cs *chanState) info(openLen int) ChannelInfo {
 		}
 	}
 	return ci
+}
+
+// rebuildState builds a channel's state from the streamlets its hosts
+// reported, for a manager that took the channel over (its previous manager
+// died or the membership moved it). Every entry must already be final:
+// the caller sealed the open ones (Sealed, Len final) or marked those it
+// could not seal Lost. Only the newest epoch's streamlets are kept.
+//
+// Positions are never reused: holes between reported streamlets become
+// lost ranges; when the newest reported streamlet names a successor that
+// no host reported (it died with its host, or the old manager died while
+// opening it), the successor's range up to its message limit is lost, and
+// since further streamlets might have followed it on dead nodes too, the
+// next position is also raised to the clock base of now+skew (DESIGN.md,
+// "Positions are never reused"). With nothing reported the channel starts
+// a new incarnation at that clock base.
+func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *chanState {
+	cs := newChanState(now.Add(skew), l)
+	if len(hs) == 0 {
+		return cs
+	}
+	var epoch uint64
+	for _, h := range hs {
+		epoch = max(epoch, h.Epoch)
+	}
+	kept := make([]Hosted, 0, len(hs))
+	for _, h := range hs {
+		if h.Epoch == epoch {
+			kept = append(kept, h)
+		}
+	}
+	sort.Slice(kept, func(i, j int) bool { return kept[i].First < kept[j].First })
+	ns := now.UnixNano()
+	exp := ns + int64(l.ttl)
+	clockBase := cs.next
+	cs.epoch, cs.list = epoch, nil
+	found := make(map[uint64]bool, len(kept))
+	for _, h := range kept {
+		end := h.First + uint64(h.Len)
+		if h.Lost {
+			end = h.First + uint64(max(h.LimitMsgs, 1))
+		}
+		if n := len(cs.list); n > 0 {
+			prev := cs.list[n-1].End
+			if h.First < prev {
+				continue // overlaps what is kept: only after a split brain
+			}
+			if h.First > prev {
+				cs.list = append(cs.list, StreamletRef{First: prev, End: h.First, Closed: true, Lost: true, Expires: exp})
+			}
+		}
+		cs.list = append(cs.list, StreamletRef{ID: h.ID, Host: h.Host, First: h.First, End: end,
+			Closed: true, Lost: h.Lost, Expires: exp})
+		found[h.ID] = true
+	}
+	lastRef := cs.list[len(cs.list)-1]
+	cs.next = lastRef.End
+	var lastH Hosted
+	for _, h := range kept {
+		if h.ID == lastRef.ID {
+			lastH = h
+		}
+	}
+	if lastH.Succ != 0 && !found[lastH.Succ] {
+		end := max(cs.next+uint64(l.msgs), clockBase)
+		cs.list = append(cs.list, StreamletRef{First: cs.next, End: end, Closed: true, Lost: true, Expires: exp})
+		cs.next = end
+	}
+	cs.seq = uint64(len(kept))
+	return cs
 }

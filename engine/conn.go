@@ -41,6 +41,9 @@ type conn struct {
 	pending  int  // bytes in iov not yet handed to gnet
 
 	sec connSec // identity, permissions, rate limit, activity (auth.go)
+
+	// peer is set when the connection is from a peer node (peer.go).
+	peer *peerConn
 }
 
 // outbound is the number of bytes waiting to be written to the peer.

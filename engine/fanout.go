@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,10 @@ type gwChan struct {
 	name    string
 	refs    int // loops holding it; guarded by gateway.mu
 	readers []atomic.Pointer[loopChan]
+	// interest is how many loops read the channel, as registered with
+	// its manager mgr (cluster); both guarded by gateway.mu.
+	interest int
+	mgr      string
 }
 
 func newGateway(loops int) *gateway {
@@ -50,6 +55,36 @@ func (g *gateway) release(gc *gwChan) {
 	if gc.refs--; gc.refs == 0 {
 		delete(g.m, gc.name)
 	}
+}
+
+// lookup returns the channel's entry, nil when no loop uses it.
+func (g *gateway) lookup(name string) *gwChan {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[name]
+}
+
+// has reports whether some loop uses the channel.
+func (g *gateway) has(name string) bool { return g.lookup(name) != nil }
+
+// wake schedules every reader loop of the channel (from any goroutine).
+func (g *gateway) wake(name string) {
+	if gc := g.lookup(name); gc != nil {
+		gc.notify(nil)
+	}
+}
+
+// interest registers delta reading loops of channel gc with its manager.
+func (s *Server) interest(gc *gwChan, delta int) {
+	mgr := s.host.node
+	if s.cl != nil {
+		mgr, _ = s.cl.managerOf(gc.name)
+	}
+	s.gw.mu.Lock()
+	gc.interest += delta
+	gc.mgr = mgr
+	s.gw.mu.Unlock()
+	s.route.Interest(gc.name, s.host.node, delta)
 }
 
 // notify wakes the readers of the channel after messages were appended by
@@ -79,9 +114,14 @@ type loopChan struct {
 	lastUse int64
 	touched bool
 
-	// write side: the streamlet of the current write grant.
-	w      *streamlet
-	wAfter uint64 // streamlet whose grant stopped working
+	// write side: the streamlet of the current write grant when it is
+	// hosted here (w), or the grant when a peer hosts it (rg; the remote
+	// path of remotewrite.go, with its in-flight and pending batches).
+	w        *streamlet
+	wAfter   uint64 // streamlet whose grant stopped working
+	rg       *Grant
+	inflight *rbatch
+	pend     *rbatch
 
 	// read side. live subscribers are at position live.pos and share one
 	// read stream; catchup subscribers have cursors of their own and join
@@ -117,20 +157,27 @@ const maxBatch = 64 << 10
 // task, so that replays share the loop with live traffic.
 const catchupBudget = 256 << 10
 
-// append writes payload to the channel under this loop's write grant,
-// asking the manager for a new grant when the streamlet refuses.
+// errRemoteGrant: the channel's current streamlet is hosted by a peer; the
+// publish must take the remote path (remotewrite.go).
+var errRemoteGrant = errors.New("engine: streamlet hosted by a peer")
+
+// append writes payload to the channel's local streamlet under this loop's
+// write grant, asking the manager for a new grant when the streamlet
+// refuses. It returns errRemoteGrant when the grant is for a peer's
+// streamlet.
 func (lc *loopChan) append(payload []byte) (uint64, error) {
-	srv := lc.l.srv
 	for attempt := 0; attempt < 8; attempt++ {
 		if lc.w == nil {
-			g, err := srv.mgr.WriteGrant(lc.name, lc.wAfter)
-			if err != nil {
-				return 0, err
+			if lc.rg == nil {
+				if err := lc.grant(); err != nil {
+					if errors.Is(err, errStreamletClosed) {
+						continue
+					}
+					return 0, err
+				}
 			}
-			lc.w = srv.host.Streamlet(g.Streamlet)
-			if lc.w == nil {
-				lc.wAfter = g.Streamlet
-				continue
+			if lc.rg != nil {
+				return 0, errRemoteGrant
 			}
 		}
 		pos, err := lc.w.append(payload, lc.l.now)
@@ -161,6 +208,7 @@ type readResult struct {
 	count  int
 	nbytes int
 	gapTo  uint64
+	reason wire.GapReason // of a readGap
 }
 
 const (
@@ -178,18 +226,34 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 	l := lc.l
 	for tries := 0; tries < 16; tries++ {
 		if cur.s == nil {
-			info, ok := l.srv.mgr.Info(lc.name, false)
+			info, ok := l.srv.route.Info(lc.name, false)
 			if !ok {
 				return readResult{}
 			}
 			if cur.pos < info.Earliest {
-				return readResult{kind: readGap, gapTo: info.Earliest - 1}
+				return readResult{kind: readGap, gapTo: info.Earliest - 1, reason: wire.GapExpired}
 			}
 			i := info.Locate(cur.pos)
 			if i < 0 {
-				return readResult{}
+				// Nothing written at cur.pos yet. When it will be written
+				// to the open streamlet, hold it (on a peer: start this
+				// node's copy, whose feed wakes the readers).
+				n := len(info.Streamlets)
+				if n == 0 || info.Streamlets[n-1].Closed || cur.pos < info.Streamlets[n-1].First {
+					return readResult{}
+				}
+				i = n - 1
 			}
-			if cur.s = l.srv.host.Streamlet(info.Streamlets[i].ID); cur.s == nil {
+			ref := info.Streamlets[i]
+			if ref.Lost {
+				// The host died: read what this node's copy holds, the
+				// rest of the range is lost.
+				if s := l.srv.mirrors.existing(ref.ID); s != nil && ref.ID != 0 && cur.pos < s.first+uint64(s.buf.Len()) {
+					cur.s = s
+				} else {
+					return readResult{kind: readGap, gapTo: ref.End - 1, reason: wire.GapLost}
+				}
+			} else if cur.s = l.srv.streamletFor(lc.name, ref); cur.s == nil {
 				continue // freed meanwhile: look again
 			}
 		}
@@ -244,7 +308,7 @@ func (lc *loopChan) deliver() {
 		}
 		if r.kind == readGap {
 			for _, s := range lc.liveSubs {
-				s.c.sendGap(s.id, lc.live.pos, r.gapTo, wire.GapExpired)
+				s.c.sendGap(s.id, lc.live.pos, r.gapTo, r.reason)
 			}
 			lc.live.pos = r.gapTo + 1
 			continue
@@ -349,7 +413,7 @@ func (lc *loopChan) deliverCatchup() {
 				break
 			}
 			if r.kind == readGap {
-				c.sendGap(s.id, s.cur.pos, r.gapTo, wire.GapExpired)
+				c.sendGap(s.id, s.cur.pos, r.gapTo, r.reason)
 				s.cur.pos = r.gapTo + 1
 				continue
 			}
@@ -382,7 +446,7 @@ func (lc *loopChan) deliverCatchup() {
 func (lc *loopChan) addSub(s *sub, start uint64) {
 	if lc.nsubs == 0 {
 		lc.gc.readers[lc.l.idx].Store(lc)
-		lc.l.srv.mgr.Interest(lc.name, +1)
+		lc.l.srv.interest(lc.gc, +1)
 	}
 	lc.nsubs++
 	s.cur = cursor{pos: start}
@@ -400,7 +464,7 @@ func (lc *loopChan) removeSub(s *sub) {
 	lc.nsubs--
 	if lc.nsubs == 0 {
 		lc.gc.readers[lc.l.idx].Store(nil)
-		lc.l.srv.mgr.Interest(lc.name, -1)
+		lc.l.srv.interest(lc.gc, -1)
 		lc.live = cursor{}
 		lc.lastUse = lc.l.now
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -19,37 +20,48 @@ type streamlet struct {
 
 	mu  sync.Mutex // serialises appends and Seal (the single writer)
 	buf *ringbuf.Buffer
+
+	// Cluster fields. epoch and limitMsgs are fixed at creation; succ and
+	// succHost are guarded by mu.
+	epoch     uint64
+	limitMsgs int
+	succ      uint64
+	succHost  string
+	// feeds are the remote gateways reading this streamlet (peer.go);
+	// nfeeds lets the append path skip the lock when there are none.
+	feedMu sync.Mutex
+	feeds  []*feed
+	nfeeds atomic.Int32
+	// mirror: this is a gateway's copy of a streamlet hosted by node
+	// mirrorOf (mirror.go); nil for hosted streamlets.
+	mirror *mirrorState
 }
 
 // append adds one message stamped now (unix ns) and returns its position,
 // or errStreamletClosed when the streamlet is sealed, full or past its
 // lease; in the last two cases it seals itself first, so that the end
-// position it reports is final.
+// position it reports is final. Remote readers are woken.
 func (s *streamlet) append(p []byte, now int64) (uint64, error) {
-	s.mu.Lock()
-	if s.buf.Sealed() {
-		s.mu.Unlock()
+	var pos [1]uint64
+	if s.appendBatch([][]byte{p}, pos[:], now) == 0 {
 		return 0, errStreamletClosed
 	}
-	if now >= s.leaseEnd {
-		s.buf.Seal()
-		s.mu.Unlock()
-		return 0, errStreamletClosed
-	}
-	i, err := s.buf.Append(p, now)
-	if err != nil {
-		s.buf.Seal()
-		s.mu.Unlock()
-		return 0, errStreamletClosed
-	}
-	s.mu.Unlock()
-	return s.first + uint64(i), nil
+	return pos[0], nil
 }
 
 // appendBatch appends payloads in order under one lock acquisition and
 // stores each position in pos. It returns how many were appended; fewer
 // than len(payloads) means the streamlet closed (and is now sealed).
+// Remote readers are woken.
 func (s *streamlet) appendBatch(payloads [][]byte, pos []uint64, now int64) int {
+	n := s.appendLocked(payloads, pos, now)
+	if s.nfeeds.Load() > 0 {
+		s.wakeFeeds()
+	}
+	return n
+}
+
+func (s *streamlet) appendLocked(payloads [][]byte, pos []uint64, now int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.buf.Sealed() {
@@ -71,11 +83,16 @@ func (s *streamlet) appendBatch(payloads [][]byte, pos []uint64, now int64) int 
 }
 
 // seal closes the streamlet for writes and returns its end position.
-func (s *streamlet) seal() uint64 {
+// A non-zero succ records the successor (see Host.Seal).
+func (s *streamlet) seal(succ uint64, succHost string) uint64 {
 	s.mu.Lock()
 	s.buf.Seal()
 	n := s.buf.Len()
+	if succ != 0 {
+		s.succ, s.succHost = succ, succHost
+	}
 	s.mu.Unlock()
+	s.wakeFeeds()
 	return s.first + uint64(n)
 }
 
@@ -83,30 +100,62 @@ func (s *streamlet) seal() uint64 {
 type localHost struct {
 	node   string
 	nextID atomic.Uint64
+	// idBase makes ids unique across the cluster: its top 24 bits are
+	// random per process, the counter fills the low 40.
+	idBase uint64
 
 	mu         sync.RWMutex
 	streamlets map[uint64]*streamlet
 
 	hosted atomic.Int64 // streamlets currently hosted (load report)
+	// appended counts messages and payload bytes appended (load report).
+	appended, appendedBytes atomic.Uint64
 }
 
 func newLocalHost(node string) *localHost {
-	return &localHost{node: node, streamlets: make(map[uint64]*streamlet)}
+	return &localHost{node: node, streamlets: make(map[uint64]*streamlet),
+		idBase: (rand.Uint64() | 1) << 40}
 }
 
-// newID returns a fresh streamlet id for this host.
-func (h *localHost) newID() uint64 { return h.nextID.Add(1) }
+// newID returns a fresh streamlet id, unique in the cluster with
+// overwhelming probability (24 random bits per process, 40-bit counter).
+func (h *localHost) newID() uint64 { return h.idBase | h.nextID.Add(1)&(1<<40-1) }
 
 func (h *localHost) HostStreamlet(g Grant) error {
 	s := &streamlet{
 		id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
-		buf: ringbuf.New(g.LimitMsgs, g.LimitSize),
+		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
 	}
 	h.mu.Lock()
+	if h.streamlets[g.Streamlet] != nil {
+		h.mu.Unlock()
+		return nil // a retried request: hosted already
+	}
 	h.streamlets[g.Streamlet] = s
 	h.mu.Unlock()
 	h.hosted.Add(1)
 	return nil
+}
+
+func (h *localHost) List(channel string) ([]Hosted, error) {
+	h.mu.RLock()
+	var out []Hosted
+	for _, s := range h.streamlets {
+		if s.channel == channel {
+			out = append(out, s.hosted(h.node))
+		}
+	}
+	h.mu.RUnlock()
+	return out, nil
+}
+
+// hosted describes s for List.
+func (s *streamlet) hosted(node string) Hosted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Hosted{ID: s.id, Epoch: s.epoch, First: s.first, Host: node, Len: uint32(s.buf.Len()),
+		Sealed: s.buf.Sealed(), Succ: s.succ, SuccHost: s.succHost, LeaseEnd: s.leaseEnd,
+		LimitMsgs: uint32(s.limitMsgs)}
 }
 
 func (h *localHost) Streamlet(id uint64) *streamlet {
@@ -116,12 +165,12 @@ func (h *localHost) Streamlet(id uint64) *streamlet {
 	return s
 }
 
-func (h *localHost) Seal(id uint64) (uint64, error) {
+func (h *localHost) Seal(id, succ uint64, succHost string) (uint64, error) {
 	s := h.Streamlet(id)
 	if s == nil {
 		return 0, errUnknownStreamlet
 	}
-	return s.seal(), nil
+	return s.seal(succ, succHost), nil
 }
 
 func (h *localHost) Len(id uint64) (int, bool) {
@@ -142,6 +191,7 @@ func (h *localHost) Free(id uint64) {
 		s.buf.Seal()
 		s.buf.Free()
 		s.mu.Unlock()
+		s.wakeFeeds() // readers learn it is gone
 		h.hosted.Add(-1)
 	}
 }

@@ -43,6 +43,11 @@ type loop struct {
 	// is acted on and before gnet's buffer, which the payloads alias, is
 	// discarded.
 	run pubRun
+
+	// node-to-node scratch (peer.go)
+	peerPayloads [][]byte
+	peerPos      []uint64
+	stamps       []int64
 }
 
 // maxRun bounds a run of publishes, and so how long one loop holds a
@@ -170,6 +175,9 @@ func (l *loop) closed(c *conn) {
 }
 
 func (l *loop) cleanup(c *conn) {
+	if c.peer != nil {
+		closePeer(c)
+	}
 	for _, s := range c.subs {
 		s.lc.removeSub(s)
 	}
@@ -190,7 +198,9 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	off := 0
 	for !c.closing && !c.closed {
 		limit := l.srv.maxBody
-		if !c.hello {
+		if c.peer != nil {
+			limit = l.srv.peerMaxBody
+		} else if !c.hello {
 			// Before the handshake only a HELLO is valid: never buffer
 			// more than the smallest body limit for an unidentified peer.
 			limit = wire.MinMaxBody
@@ -231,7 +241,15 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 		return
 	}
 	if !c.hello {
+		if h.Type == wire.TypeNodeHello {
+			l.nodeHello(c, body)
+			return
+		}
 		l.hello(c, h, body)
+		return
+	}
+	if c.peer != nil {
+		l.peerFrame(c, h, body)
 		return
 	}
 	if h.Type == wire.TypePublish {
@@ -301,7 +319,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	}
 	c.hello = true
 	s, k := c.ownStart()
-	w := l.srv.welcome
+	w := l.srv.welcomeNow()
 	w.Version = v
 	c.scratch = wire.AppendWelcome(c.scratch, h.ID, w)
 	c.ownEnd(s, k)
@@ -359,7 +377,12 @@ func (l *loop) flushRun() {
 	}
 	pos := r.pos[:n]
 	done := 0
-	if lc.w != nil {
+	if lc.w == nil && !lc.remoteBusy() {
+		// No grant yet: get one, which tells whether the streamlet is
+		// here or on a peer. A failure is answered below per publish.
+		_ = lc.grantRetry()
+	}
+	if lc.w != nil && !lc.remoteBusy() {
 		done = lc.w.appendBatch(r.payloads, pos, l.now)
 		if done < n {
 			// The streamlet closed: the rest goes through the grant path.
@@ -367,9 +390,22 @@ func (l *loop) flushRun() {
 			lc.w = nil
 		}
 	}
+	remote := false
 	for k := 0; k < n; k++ {
 		if k >= done {
+			if !remote && lc.remoteBusy() {
+				remote = true
+			}
+			if remote {
+				lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k])
+				continue
+			}
 			p, err := lc.append(r.payloads[k])
+			if err == errRemoteGrant {
+				remote = true
+				lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k])
+				continue
+			}
 			if err != nil {
 				c.sendError(r.ids[k], wire.CodeUnavailable, err.Error())
 				pos[k] = 0
@@ -386,6 +422,10 @@ func (l *loop) flushRun() {
 			c.acks = append(c.acks, wire.Ack{ID: r.ids[k], Position: pos[k]})
 		}
 	}
+	if remote {
+		lc.pump()
+	}
+	l.srv.host.appended.Add(uint64(done))
 	lc.lastUse = l.now
 	if !lc.touched {
 		lc.touched = true

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,8 @@ type mchan struct {
 	name string
 	st   *chanState
 	dead bool // dropped from the map; a holder must look the name up again
+	// unmanaged: another node manages the channel now (set by tick).
+	unmanaged bool
 }
 
 // localManager is the in-process channel manager. Channels live in
@@ -40,7 +44,49 @@ type localManager struct {
 	tombMu    sync.Mutex
 	tombs     map[string]tombstone
 	tombOrder []string // FIFO for eviction; bounded by maxTombs
+
+	// cl connects the manager to the cluster; nil on a single node.
+	cl managerCluster
 }
+
+// managerCluster is what a manager needs from the cluster (cluster.go).
+// Its methods may block on the network; the manager calls them holding
+// one channel's lock, never a shard's.
+type managerCluster interface {
+	// hostOf returns node's Host role (this node's localHost or a remote
+	// one); nil when node is unknown or down.
+	hostOf(node string) Host
+	// choose picks the hosting node for the channel's next streamlet by
+	// load, avoiding the nodes in exclude; false when none is left.
+	choose(channel string, seq uint64, load chanLoad, exclude []string) (string, bool)
+	// listAll asks every live node for its streamlets of channel; lost
+	// reports whether some node did not answer.
+	listAll(channel string) []Hosted
+	// notify tells reader nodes that channel changed (a new streamlet, or
+	// one was lost), without waiting.
+	notify(channel string, nodes []string)
+	// managed reports whether this node manages channel in its current view.
+	managed(channel string) bool
+	// skew is the clock skew allowed between nodes.
+	skew() time.Duration
+}
+
+// chanLoad is a channel's own load as its manager measures it.
+type chanLoad struct {
+	msgsPerSec, bytesPerSec float64
+	readers                 int
+}
+
+// hostOf returns the Host role of node.
+func (m *localManager) hostOf(node string) Host {
+	if m.cl == nil || node == m.node {
+		return m.host
+	}
+	return m.cl.hostOf(node)
+}
+
+// errNoHost: no live node could host a new streamlet.
+var errNoHost = errors.New("engine: no host available")
 
 // maxTombs bounds the memory kept for dropped channels.
 const maxTombs = 1 << 16
@@ -65,21 +111,57 @@ func (m *localManager) get(name string, create bool) *mchan {
 	if mc != nil || !create {
 		return mc
 	}
+	var st *chanState
+	if m.cl != nil {
+		// A manager that does not know a channel may have taken it over:
+		// its state is rebuilt from the hosts (soft state), outside the
+		// shard lock because it takes network round trips.
+		st = m.rebuild(name)
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if mc = sh.m[name]; mc != nil {
 		return mc
 	}
-	st := newChanState(m.now(), m.opts.limitsFor(name))
-	m.tombMu.Lock()
-	if t, ok := m.tombs[name]; ok {
-		st.epoch, st.next = t.epoch, t.next
-		delete(m.tombs, name)
+	if st == nil || len(st.list) == 0 {
+		if st == nil {
+			st = newChanState(m.now(), m.opts.limitsFor(name))
+		}
+		m.tombMu.Lock()
+		if t, ok := m.tombs[name]; ok {
+			st.epoch, st.next = t.epoch, t.next
+			delete(m.tombs, name)
+		}
+		m.tombMu.Unlock()
 	}
-	m.tombMu.Unlock()
 	mc = &mchan{name: name, st: st}
 	sh.m[name] = mc
 	return mc
+}
+
+// rebuild gathers the channel's streamlets from every live node, seals the
+// open ones (fencing writers under grants of an earlier manager) and builds
+// the state from them.
+func (m *localManager) rebuild(name string) *chanState {
+	hs := m.cl.listAll(name)
+	for i := range hs {
+		h := &hs[i]
+		if h.Sealed {
+			continue
+		}
+		host := m.hostOf(h.Host)
+		if host == nil {
+			h.Lost = true
+			continue
+		}
+		end, err := host.Seal(h.ID, 0, "")
+		if err != nil {
+			h.Lost = true
+			continue
+		}
+		h.Sealed, h.Len = true, uint32(end-h.First)
+	}
+	return rebuildState(m.now(), m.opts.limitsFor(name), hs, m.cl.skew())
 }
 
 // lockLive returns the channel locked, retrying if it was dropped between
@@ -109,19 +191,69 @@ func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
 		if ref.ID != after && now < ref.LeaseEnd {
 			return cs.grantFor(channel, ref), nil
 		}
-		end, err := m.host.Seal(ref.ID)
-		if err != nil {
-			end = ref.First
+		m.sealRef(cs, ref, now)
+	}
+	var exclude []string
+	for tries := 0; tries < 4; tries++ {
+		node := m.node
+		if m.cl != nil {
+			var ok bool
+			node, ok = m.cl.choose(channel, cs.seq, chanLoad{cs.msgsPerSec, cs.bytesPerSec, cs.readers}, exclude)
+			if !ok {
+				break
+			}
 		}
-		cs.close(ref.ID, end, now)
+		host := m.hostOf(node)
+		if host == nil {
+			exclude = append(exclude, node)
+			continue
+		}
+		id := m.newID()
+		if prev, ok := cs.last(); ok && m.cl != nil && prev.ID != 0 && !prev.Lost {
+			// Record the successor before opening it (DESIGN.md,
+			// "Positions are never reused"); the predecessor may be gone.
+			if ph := m.hostOf(prev.Host); ph != nil {
+				_, _ = ph.Seal(prev.ID, id, node)
+			}
+		}
+		ref := cs.addOpen(id, node, now)
+		g := cs.grantFor(channel, ref)
+		if err := host.HostStreamlet(g); err != nil {
+			cs.list = cs.list[:len(cs.list)-1]
+			exclude = append(exclude, node)
+			continue
+		}
+		if m.cl != nil && len(cs.rnodes) > 0 {
+			m.cl.notify(channel, readerNodes(cs))
+		}
+		return g, nil
 	}
-	ref := cs.addOpen(m.newID(), m.node, now)
-	g := cs.grantFor(channel, ref)
-	if err := m.host.HostStreamlet(g); err != nil {
-		cs.list = cs.list[:len(cs.list)-1]
-		return Grant{}, err
+	return Grant{}, fmt.Errorf("%w: no node could host a streamlet of %q", errNoHost, channel)
+}
+
+// sealRef closes the open streamlet ref at its host; when the host cannot
+// be reached the streamlet is treated as lost with it.
+func (m *localManager) sealRef(cs *chanState, ref StreamletRef, now int64) {
+	if host := m.hostOf(ref.Host); host != nil {
+		end, err := host.Seal(ref.ID, 0, "")
+		if err == nil {
+			cs.close(ref.ID, end, now)
+			return
+		}
+		if ref.Host == m.node {
+			cs.close(ref.ID, ref.First, now) // freed meanwhile: nothing was kept
+			return
+		}
 	}
-	return g, nil
+	cs.lose(ref.ID, now)
+}
+
+func readerNodes(cs *chanState) []string {
+	out := make([]string, 0, len(cs.rnodes))
+	for n := range cs.rnodes {
+		out = append(out, n)
+	}
+	return out
 }
 
 func (m *localManager) Info(channel string, create bool) (ChannelInfo, bool) {
@@ -132,16 +264,37 @@ func (m *localManager) Info(channel string, create bool) (ChannelInfo, bool) {
 	defer mc.mu.Unlock()
 	n := 0
 	if ref, ok := mc.st.open(); ok {
-		n, _ = m.host.Len(ref.ID)
+		if host := m.hostOf(ref.Host); host != nil {
+			n, _ = host.Len(ref.ID)
+		}
 	}
 	return mc.st.info(n), true
 }
 
-func (m *localManager) Interest(channel string, delta int) {
+func (m *localManager) Interest(channel, node string, delta int) {
 	mc := m.lockLive(channel, true)
-	mc.st.readers += delta
+	mc.st.interest(node, delta)
 	mc.st.lastUse = m.now().UnixNano()
 	mc.mu.Unlock()
+}
+
+// nodeDown records that node died: streamlets it hosted are lost (their
+// open ones closed at the largest end they could have reached), its
+// readers are forgotten, and the channels' other reader nodes are told.
+func (m *localManager) nodeDown(node string) {
+	ns := m.now().UnixNano()
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.RLock()
+		for name, mc := range sh.m {
+			mc.mu.Lock()
+			if mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
+				m.cl.notify(name, readerNodes(mc.st))
+			}
+			mc.mu.Unlock()
+		}
+		sh.mu.RUnlock()
+	}
 }
 
 // tick runs the streamlet lifecycle at now: it seals open streamlets whose
@@ -150,7 +303,7 @@ func (m *localManager) Interest(channel string, delta int) {
 // epoch continue if the channel comes back).
 func (m *localManager) tick(now time.Time) {
 	ns := now.UnixNano()
-	var expired []uint64
+	var expired []StreamletRef
 	var drop []*mchan
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -159,16 +312,26 @@ func (m *localManager) tick(now time.Time) {
 		for _, mc := range sh.m {
 			mc.mu.Lock()
 			cs := mc.st
-			if ref, ok := cs.leaseOver(ns); ok {
-				end, err := m.host.Seal(ref.ID)
-				if err != nil {
-					end = ref.First
-				}
-				cs.close(ref.ID, end, ns)
+			if m.cl != nil && !m.cl.managed(mc.name) {
+				// The membership moved the channel to another manager,
+				// which rebuilt it from the hosts: forget it here, free
+				// nothing (the streamlets are the new manager's now).
+				mc.unmanaged = true
+				drop = append(drop, mc)
+				mc.mu.Unlock()
+				continue
 			}
-			expired = cs.expire(ns, expired[:0])
-			for _, id := range expired {
-				m.host.Free(id)
+			if ref, ok := cs.leaseOver(ns); ok {
+				m.sealRef(cs, ref, ns)
+			}
+			expired = cs.expireRefs(ns, expired[:0])
+			for _, ref := range expired {
+				if ref.ID == 0 || ref.Lost {
+					continue
+				}
+				if host := m.hostOf(ref.Host); host != nil {
+					host.Free(ref.ID)
+				}
 			}
 			if cs.droppable(ns) {
 				drop = append(drop, mc)
@@ -190,7 +353,10 @@ func (m *localManager) drop(sh *struct {
 	defer sh.mu.Unlock()
 	for _, mc := range cands {
 		mc.mu.Lock()
-		if !mc.dead && mc.st.droppable(ns) {
+		if !mc.dead && mc.unmanaged {
+			mc.dead = true
+			delete(sh.m, mc.name)
+		} else if !mc.dead && mc.st.droppable(ns) {
 			mc.dead = true
 			delete(sh.m, mc.name)
 			m.bury(mc.name, tombstone{mc.st.epoch, mc.st.next})

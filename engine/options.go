@@ -107,6 +107,10 @@ type Options struct {
 	// and /readyz over HTTP on this address ("" = none).
 	MetricsListen string
 
+	// Cluster makes the server a node of a cluster (cluster.go); nil runs
+	// every role for every channel in this process alone.
+	Cluster *ClusterOptions
+
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 
@@ -187,6 +191,9 @@ func (o *Options) Validate() error {
 	if err := o.validateSecurity(); err != nil {
 		return err
 	}
+	if err := o.validateCluster(); err != nil {
+		return err
+	}
 	if err := checkLimits("", o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL, o.MaxPayload); err != nil {
 		return err
 	}
@@ -250,4 +257,36 @@ func (o *Options) limitsFor(name string) limits {
 		}
 	}
 	return l
+}
+
+func (o *Options) validateCluster() error {
+	c := o.Cluster
+	if c == nil {
+		return nil
+	}
+	if o.ServerName == "" || len(o.ServerName) > 64 {
+		return optErr("ServerName", "a cluster node needs a unique name of 1..64 bytes, got %q", o.ServerName)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return optErr("Cluster.Listen", "%q is not HOST:PORT: %v", c.Listen, err)
+	}
+	for i, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return optErr(fmt.Sprintf("Cluster.Join[%d]", i), "%q is not HOST:PORT: %v", j, err)
+		}
+	}
+	if c.ClientAdvertise != "" {
+		if _, _, err := net.SplitHostPort(c.ClientAdvertise); err != nil {
+			return optErr("Cluster.ClientAdvertise", "%q is not HOST:PORT: %v", c.ClientAdvertise, err)
+		}
+	}
+	switch {
+	case c.Capacity < 0:
+		return optErr("Cluster.Capacity", "negative")
+	case c.RPCTimeout < 0 || c.ClockSkew < 0 || c.ReportInterval < 0:
+		return optErr("Cluster", "negative duration")
+	case c.Secret == "" && o.Auth != nil:
+		return optErr("Cluster.Secret", "required when client authentication is on: node connections bypass client permissions")
+	}
+	return nil
 }

@@ -31,6 +31,10 @@ type StreamletRef struct {
 	// End is one past the last position; meaningful only when Closed.
 	End    uint64
 	Closed bool
+	// Lost: the streamlet's data died with its host (or, with ID 0, the
+	// range is a hole no live host reported). Readers get GAP lost for
+	// whatever of [First, End) they cannot read from a copy they hold.
+	Lost bool
 	// LeaseEnd is when the streamlet stops taking writes (unix ns).
 	LeaseEnd int64
 	// Expires is when a closed streamlet is freed (unix ns); 0 while open.
@@ -76,9 +80,10 @@ type Manager interface {
 	// Info returns the channel's retained streamlets and positions,
 	// creating the channel if create is set.
 	Info(channel string, create bool) (ChannelInfo, bool)
-	// Interest adds delta (+1 or -1) to the number of gateways reading
-	// the channel; a channel with readers is never dropped.
-	Interest(channel string, delta int)
+	// Interest adds delta (+1 or -1) to the number of gateway loops of
+	// node reading the channel; a channel with readers is never dropped,
+	// and reader nodes are told when the channel gets a new streamlet.
+	Interest(channel, node string, delta int)
 }
 
 // Host is the hosting-node role: it keeps streamlets in memory and serves
@@ -87,13 +92,33 @@ type Host interface {
 	// HostStreamlet asks the host to host a new streamlet under grant g.
 	HostStreamlet(g Grant) error
 	// Seal closes streamlet id for writes and returns its end position.
-	Seal(id uint64) (end uint64, err error)
+	// A non-zero succ records that streamlet succ on node succHost follows
+	// it (a manager records this before opening the successor, so that a
+	// manager rebuilding the channel knows whether a later streamlet may
+	// exist); sealing a sealed streamlet only records succ.
+	Seal(id, succ uint64, succHost string) (end uint64, err error)
 	// Free releases streamlet id's memory once its readers are done.
 	Free(id uint64)
 	// Len reports how many messages streamlet id holds.
 	Len(id uint64) (int, bool)
-	// Streamlet returns the in-process handle used for appends and reads.
-	Streamlet(id uint64) *streamlet
+	// List reports the streamlets of channel this host holds (for a
+	// manager rebuilding the channel's list).
+	List(channel string) ([]Hosted, error)
+}
+
+// Hosted is a host's report of one streamlet it holds.
+type Hosted struct {
+	ID, Epoch, First uint64
+	Host             string
+	Len              uint32 // messages held
+	Sealed           bool
+	Succ             uint64 // successor recorded by Seal; 0 if none
+	SuccHost         string
+	LeaseEnd         int64
+	LimitMsgs        uint32
+	// Lost is set by the rebuilding manager, not by hosts: the streamlet
+	// could not be sealed because its host is gone.
+	Lost bool
 }
 
 // Errors of the roles.

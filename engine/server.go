@@ -32,6 +32,16 @@ type Server struct {
 	host *localHost
 	mgr  *localManager
 	gw   *gateway
+	// route is the Manager the gateway calls: mgr on a single node, the
+	// cluster's router (to each channel's manager node) in a cluster.
+	route   Manager
+	cl      *cluster // nil on a single node
+	mirrors *mirrorSet
+	// peerMaxBody is the body limit on node-to-node connections.
+	peerMaxBody uint32
+
+	nodesMu sync.RWMutex
+	nodes   []string // client addresses for WELCOME
 
 	eng     gnet.Engine
 	addr    string
@@ -82,6 +92,9 @@ func Start(opts Options) (*Server, error) {
 	s.host = newLocalHost(opts.ServerName)
 	s.mgr = newLocalManager(&s.opts, s.host, s.clock)
 	s.gw = newGateway(opts.Loops)
+	s.route = s.mgr
+	s.mirrors = newMirrorSet(s)
+	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
 
 	h := &handler{srv: s}
 	go func() {
@@ -110,10 +123,55 @@ func Start(opts Options) (*Server, error) {
 		<-s.done
 		return nil, err
 	}
+	if opts.Cluster != nil {
+		if err := s.startCluster(); err != nil {
+			s.stopTLSAccept()
+			s.stopMetrics()
+			_ = s.eng.Stop(context.Background())
+			<-s.done
+			return nil, err
+		}
+	}
 	go s.ticker()
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
 	s.warnExposure()
 	return s, nil
+}
+
+// welcomeNow returns the WELCOME to send, with the current node list.
+func (s *Server) welcomeNow() wire.Welcome {
+	w := s.welcome
+	s.nodesMu.RLock()
+	w.Nodes = s.nodes
+	s.nodesMu.RUnlock()
+	return w
+}
+
+// setNodes replaces the client addresses advertised in WELCOME; the slice
+// is not modified afterwards.
+func (s *Server) setNodes(addrs []string) {
+	s.nodesMu.Lock()
+	s.nodes = addrs
+	s.nodesMu.Unlock()
+}
+
+// streamletFor returns the streamlet ref of channel for reading: the
+// hosted one when this node hosts it, else this node's copy, created and
+// fed by the host on first use.
+func (s *Server) streamletFor(channel string, ref StreamletRef) *streamlet {
+	if s.cl == nil || ref.Host == s.host.node {
+		return s.host.Streamlet(ref.ID)
+	}
+	return s.mirrors.get(channel, ref)
+}
+
+// Cluster reports the node's view of the cluster; ok is false on a
+// single node.
+func (s *Server) Cluster() (st Status, ok bool) {
+	if s.cl == nil {
+		return Status{}, false
+	}
+	return s.cl.status(), true
 }
 
 // Addr returns the address the server listens on, with the port chosen
@@ -157,6 +215,7 @@ func (s *Server) ticker() {
 			return
 		case now := <-t.C:
 			s.mgr.tick(now)
+			s.mirrors.sweep(now.UnixNano())
 			for _, l := range s.loopList() {
 				l.execute(l.sweep)
 			}
@@ -194,6 +253,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopTLSAccept()
 	close(s.tickStop)
 	<-s.tickDone
+	if s.cl != nil {
+		s.cl.shutdown()
+	}
 	var wg sync.WaitGroup
 	for _, l := range s.loopList() {
 		wg.Add(1)
@@ -277,8 +339,9 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 		MaxSubs:   uint16(s.opts.MaxSubsPerConn),
 		LimitMsgs: uint32(s.opts.LimitMsgs), LimitSize: uint32(s.opts.LimitSize),
 		LimitLife: s.opts.LimitLife, TTL: s.opts.TTL, PingInterval: s.opts.PingInterval,
-		ServerName: s.opts.ServerName, Nodes: []string{s.addr},
+		ServerName: s.opts.ServerName,
 	}
+	s.setNodes([]string{s.addr})
 	s.booted <- nil
 	return gnet.None
 }

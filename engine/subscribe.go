@@ -23,7 +23,7 @@ func (srv *Server) startPosition(sb wire.Subscribe, info *ChannelInfo, now int64
 		return info.Next - sb.Arg
 	case wire.StartSince:
 		back := time.Duration(min(sb.Arg, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
-		return srv.positionSince(info, now-int64(back))
+		return srv.positionSince(string(sb.Channel), info, now-int64(back))
 	default: // wire.StartLive
 		return info.Next
 	}
@@ -31,9 +31,12 @@ func (srv *Server) startPosition(sb wire.Subscribe, info *ChannelInfo, now int64
 
 // positionSince returns the first retained position published at or after
 // t (unix ns), or info.Next when there is none.
-func (srv *Server) positionSince(info *ChannelInfo, t int64) uint64 {
+func (srv *Server) positionSince(channel string, info *ChannelInfo, t int64) uint64 {
 	for _, ref := range info.Streamlets {
-		s := srv.host.Streamlet(ref.ID)
+		if ref.Lost {
+			continue
+		}
+		s := srv.streamletFor(channel, ref)
 		if s == nil || !s.buf.Acquire() {
 			continue
 		}
@@ -72,7 +75,7 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 	}
 	lc := l.channel(string(sb.Channel))
 	lc.lastUse = l.now
-	info, _ := srv.mgr.Info(lc.name, true)
+	info, _ := srv.route.Info(lc.name, true)
 	if lc.nsubs == 0 {
 		lc.live = cursor{pos: info.Next}
 	}

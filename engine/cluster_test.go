@@ -1,0 +1,394 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// startNode starts one cluster node on loopback ports.
+func startNode(t testing.TB, name string, join []string, mutate func(*Options)) *Server {
+	t.Helper()
+	return startTest(t, func(o *Options) {
+		o.ServerName = name
+		o.LimitMsgs = 100
+		o.LimitLife = 300 * time.Millisecond
+		o.Cluster = &ClusterOptions{Listen: "127.0.0.1:0", Join: join, RPCTimeout: time.Second,
+			ReportInterval: 100 * time.Millisecond}
+		if mutate != nil {
+			mutate(o)
+		}
+	})
+}
+
+// startCluster3 starts nodes a, b and c and waits until each sees all three.
+func startCluster3(t testing.TB, mutate func(*Options)) []*Server {
+	t.Helper()
+	a := startNode(t, "a", nil, mutate)
+	seed := []string{a.cl.ml.Addr()}
+	b := startNode(t, "b", seed, mutate)
+	c := startNode(t, "c", seed, mutate)
+	nodes := []*Server{a, b, c}
+	eventually(t, waitFor, "three members everywhere", func() bool {
+		for _, s := range nodes {
+			if s.cl.alive() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+// alive counts the members in the node's view (tests).
+func (c *cluster) alive() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for name := range c.members {
+		if _, down := c.down[name]; !down {
+			n++
+		}
+	}
+	return n
+}
+
+// kill stops s abruptly, as kill -9 would: no GOAWAY, no membership leave.
+func kill(s *Server) {
+	s.shutting.Store(true)
+	close(s.tickStop)
+	<-s.tickDone
+	close(s.cl.stop)
+	_ = s.cl.ml.Shutdown()
+	s.cl.mu.Lock()
+	links := s.cl.links
+	s.cl.links = map[string]*link{}
+	s.cl.mu.Unlock()
+	for _, l := range links {
+		_ = l.conn.Close()
+	}
+	_ = s.eng.Stop(context.Background())
+	<-s.done
+}
+
+// channelManagedBy returns a channel name that node manages.
+func channelManagedBy(t testing.TB, s *Server, node, prefix string) string {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		ch := fmt.Sprintf("%s.%d", prefix, i)
+		if m, _ := s.cl.managerOf(ch); m == node {
+			return ch
+		}
+	}
+	t.Fatalf("no channel managed by %s", node)
+	return ""
+}
+
+func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const ch, n = "orders", 1000
+	subB, _ := helloRaw(t, b.Addr())
+	subC, _ := helloRaw(t, c.Addr())
+	sb := subB.subscribe(1, ch, wire.StartLive, 0)
+	sc := subC.subscribe(1, ch, wire.StartLive, 0)
+	pub, _ := helloRaw(t, a.Addr())
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = payloadOf(i)
+	}
+	pos, err := pub.publishBatch(ch, payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		if pos[i] <= pos[i-1] {
+			t.Fatalf("positions not increasing: %d then %d", pos[i-1], pos[i])
+		}
+	}
+	for _, x := range []struct {
+		name string
+		c    *rawConn
+		sub  wire.Subscribed
+	}{{"b", subB, sb}, {"c", subC, sc}} {
+		evs, err := x.c.eventsUntil(1, pos[n-1])
+		if err != nil {
+			info, _ := a.route.Info(ch, false)
+			var last event
+			if len(evs) > 0 {
+				last = evs[len(evs)-1]
+			}
+			for _, nd := range nodes {
+				nd.mirrors.mu.Lock()
+				for id, m := range nd.mirrors.m {
+					t.Logf("node %s mirror %d of %s: len %d sealed %v", nd.opts.ServerName, id, m.mirror.host, m.buf.Len(), m.buf.Sealed())
+				}
+				nd.mirrors.mu.Unlock()
+			}
+			t.Fatalf("subscriber on %s: %v; %d events, last %v; first pos %d; info %+v", x.name, err, len(evs), last, pos[0], info)
+		}
+		msgs, gaps, err := checkStream(evs, 1, pos[0], pos[n-1])
+		if err != nil {
+			t.Fatalf("subscriber on %s: %v", x.name, err)
+		}
+		if len(gaps) != 0 || len(msgs) != n {
+			t.Fatalf("subscriber on %s: %d messages, gaps %v; want %d, none", x.name, len(msgs), gaps, n)
+		}
+		for i, p := range pos {
+			if msgs[p] != string(payloads[i]) {
+				t.Fatalf("subscriber on %s: position %d holds %q, want %q", x.name, p, msgs[p], payloads[i])
+			}
+		}
+		if x.sub.First > pos[0] {
+			t.Fatalf("subscriber on %s started at %d, after the first publish %d", x.name, x.sub.First, pos[0])
+		}
+	}
+	// The channel's streamlets rotated across the nodes other than its
+	// manager.
+	info, _ := a.route.Info(ch, false)
+	hosts := map[string]int{}
+	for _, r := range info.Streamlets {
+		hosts[r.Host]++
+	}
+	mgr, _ := a.cl.managerOf(ch)
+	if len(hosts) < 2 {
+		t.Fatalf("streamlets of a hot channel on %v (manager %s), want at least 2 nodes", hosts, mgr)
+	}
+	if hosts[mgr] != 0 {
+		t.Fatalf("manager %s hosts %d streamlets of its own channel (hosts %v)", mgr, hosts[mgr], hosts)
+	}
+}
+
+func TestCluster_ReplayFromEarliestAcrossNodes(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	const ch, n = "history", 450
+	pub, _ := helloRaw(t, nodes[0].Addr())
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = payloadOf(i)
+	}
+	pos, err := pub.publishBatch(ch, payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := helloRaw(t, nodes[2].Addr())
+	s := sub.subscribe(7, ch, wire.StartEarliest, 0)
+	if s.First != pos[0] {
+		t.Fatalf("earliest %d, want the first publish %d", s.First, pos[0])
+	}
+	evs, err := sub.eventsUntil(7, pos[n-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, gaps, err := checkStream(evs, 7, pos[0], pos[n-1])
+	if err != nil || len(gaps) != 0 || len(msgs) != n {
+		t.Fatalf("replay: %v, %d messages, gaps %v", err, len(msgs), gaps)
+	}
+}
+
+// tolerantPublisher publishes one message at a time with ACK and records
+// the outcome of each: the position, or an error.
+type outcome struct {
+	pos uint64
+	err *wire.Error
+}
+
+func publishTolerant(c *rawConn, ch string, i int) (outcome, error) {
+	id := c.nextID()
+	if err := c.writeErr(wire.AppendPublish(nil, id, wire.FlagAck, ch, payloadOf(i))); err != nil {
+		return outcome{}, err
+	}
+	for {
+		h, body, err := c.tryNext(waitFor)
+		if err != nil {
+			return outcome{}, err
+		}
+		switch h.Type {
+		case wire.TypePubAck:
+			acks, err := wire.DecodePubAck(body, nil)
+			if err != nil || len(acks) != 1 || acks[0].ID != id {
+				return outcome{}, fmt.Errorf("bad ack %v %v", acks, err)
+			}
+			return outcome{pos: acks[0].Position}, nil
+		case wire.TypeError:
+			e, _ := wire.DecodeError(h, body)
+			if h.ID != id {
+				return outcome{}, fmt.Errorf("error for %d: %v", h.ID, e)
+			}
+			return outcome{err: &e}, nil
+		}
+	}
+}
+
+// checkSurvivor verifies what a subscriber saw against what was acked:
+// order, no duplicates, only GAP lost, and every acked position either
+// delivered with the right payload or inside an announced gap.
+func checkSurvivor(t *testing.T, evs []event, subID uint32, acked map[uint64]int) {
+	t.Helper()
+	var next uint64
+	got := map[uint64]string{}
+	var gaps []wire.Gap
+	for _, e := range evs {
+		if e.sub != subID {
+			continue
+		}
+		if next != 0 && e.pos != next {
+			t.Fatalf("%v: want position %d next (order or contiguity broken)", e, next)
+		}
+		if e.gap != nil {
+			if e.gap.Reason != wire.GapLost {
+				t.Fatalf("unexpected %v", e)
+			}
+			gaps = append(gaps, *e.gap)
+		} else {
+			got[e.pos] = e.payload
+		}
+		next = e.last() + 1
+	}
+	inGap := func(p uint64) bool {
+		for _, g := range gaps {
+			if p >= g.From && p <= g.To {
+				return true
+			}
+		}
+		return false
+	}
+	lost := 0
+	for p, i := range acked {
+		if pl, ok := got[p]; ok {
+			if pl != string(payloadOf(i)) {
+				t.Fatalf("position %d holds %q, want %q", p, pl, payloadOf(i))
+			}
+			continue
+		}
+		if p >= next {
+			continue // after the end of what was read
+		}
+		if !inGap(p) {
+			t.Fatalf("acked position %d (message %d) neither delivered nor announced lost; gaps %v", p, i, gaps)
+		}
+		lost++
+	}
+	t.Logf("%d messages delivered, %d acked ones announced lost in %d gaps", len(got), lost, len(gaps))
+}
+
+// failoverRun publishes on a, subscribes on b, kills victim after a third
+// of the messages and checks that publishing resumes and that b's
+// subscriber saw everything acked except announced losses.
+func failoverRun(t *testing.T, a, b, victim *Server, ch string) {
+	sub, _ := helloRaw(t, b.Addr())
+	sub.subscribe(1, ch, wire.StartLive, 0)
+	pub, _ := helloRaw(t, a.Addr())
+	acked := map[uint64]int{}
+	var last uint64
+	failed, afterKill := 0, 0
+	deadline := time.Now().Add(30 * time.Second)
+	const n = 600
+	for i := 0; i < n || afterKill < 100; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("publishing did not resume: %d failures, %d acked after the kill", failed, afterKill)
+		}
+		if i == n/3 {
+			kill(victim)
+		}
+		o, err := publishTolerant(pub, ch, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.err != nil {
+			if o.err.Code != wire.CodeUnavailable {
+				t.Fatalf("publish %d: %v", i, o.err)
+			}
+			failed++
+			continue
+		}
+		if o.pos <= last {
+			t.Fatalf("position %d after %d", o.pos, last)
+		}
+		last = o.pos
+		acked[o.pos] = i
+		if i > n/3 {
+			afterKill++
+		}
+	}
+	evs, err := sub.eventsUntil(1, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSurvivor(t, evs, 1, acked)
+	t.Logf("%d publishes failed with UNAVAILABLE around the kill", failed)
+}
+
+func TestCluster_HostDiesDuringPublish(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	// a manages the channel, so its streamlets live on b and c; c dies.
+	ch := channelManagedBy(t, a, "a", "hostdeath")
+	failoverRun(t, a, b, c, ch)
+	info, _ := a.route.Info(ch, false)
+	lost := 0
+	for _, r := range info.Streamlets {
+		if r.Host == "c" && !r.Lost {
+			t.Fatalf("streamlet %+v of the dead node not marked lost", r)
+		}
+		if r.Lost {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("no streamlet marked lost in %+v", info.Streamlets)
+	}
+}
+
+func TestCluster_ManagerDiesDuringPublish(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ch := channelManagedBy(t, a, "c", "mgrdeath")
+	failoverRun(t, a, b, c, ch)
+	if m, _ := a.cl.managerOf(ch); m == "c" {
+		t.Fatalf("dead node still manages %q", ch)
+	}
+}
+
+func TestCluster_RestartedNodeRejoinsAndHosts(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	a, c := nodes[0], nodes[2]
+	kill(c)
+	eventually(t, waitFor, "a sees c gone", func() bool { return a.cl.alive() == 2 })
+	c2 := startNode(t, "c", []string{a.cl.ml.Addr()}, nil)
+	eventually(t, waitFor, "c rejoined", func() bool { return a.cl.alive() == 3 && c2.cl.alive() == 3 })
+	pub, _ := helloRaw(t, a.Addr())
+	// Channels managed by a put their streamlets on b or c: some on c.
+	eventually(t, waitFor, "restarted node hosts streamlets", func() bool {
+		for i := 0; i < 20; i++ {
+			ch := channelManagedBy(t, a, "a", fmt.Sprintf("rejoin%d", i))
+			if _, err := pub.publishBatch(ch, [][]byte{payloadOf(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c2.host.hosted.Load() > 0
+	})
+}
+
+func TestCluster_StatusListsMembers(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	st, ok := nodes[1].Cluster()
+	if !ok {
+		t.Fatal("not a cluster")
+	}
+	var names []string
+	for _, m := range st.Members {
+		names = append(names, m.Name+"/"+m.State)
+		if m.Client == "" {
+			t.Fatalf("member %+v has no client address", m)
+		}
+	}
+	sort.Strings(names)
+	if fmt.Sprint(names) != "[a/alive b/alive c/alive]" {
+		t.Fatalf("members %v", names)
+	}
+}

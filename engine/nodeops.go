@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// Op bodies of NODE_REQUEST and NODE_RESPONSE (PROTOCOL.md 9.4): the
+// engine's role types to and from bytes. Decoders bound every count by
+// what the body can hold before allocating.
+
+func encGrant(e *wire.NodeEnc, g Grant) {
+	e.Str8(g.Channel)
+	e.U64(g.Epoch)
+	e.U64(g.Streamlet)
+	e.Str8(g.Host)
+	e.U64(g.First)
+	e.U32(uint32(g.LimitMsgs))
+	e.U32(uint32(g.LimitSize))
+	e.I64(g.LeaseEnd)
+}
+
+func decGrant(d *wire.NodeDec) Grant {
+	g := Grant{Channel: d.Str8(), Epoch: d.U64(), Streamlet: d.U64(), Host: d.Str8(), First: d.U64()}
+	g.LimitMsgs, g.LimitSize = int(d.U32()), int(d.U32())
+	g.LeaseEnd = d.I64()
+	if d.Err() == nil && (g.LimitMsgs < 1 || g.LimitMsgs > 1<<24 || g.LimitSize < 1 || g.LimitSize > 1<<30) {
+		d.Fail("grant limits %d msgs, %d bytes out of range", g.LimitMsgs, g.LimitSize)
+	}
+	return g
+}
+
+const (
+	refClosed = 1
+	refLost   = 2
+)
+
+// refMinLen is the smallest encoded StreamletRef (empty host).
+const refMinLen = 8 + 1 + 8 + 8 + 1 + 8 + 8
+
+func encInfo(e *wire.NodeEnc, info ChannelInfo, found bool) {
+	if !found {
+		e.U8(0)
+		return
+	}
+	e.U8(1)
+	e.U64(info.Epoch)
+	e.U64(info.Earliest)
+	e.U64(info.Next)
+	e.U16(uint16(len(info.Streamlets)))
+	for _, r := range info.Streamlets {
+		e.U64(r.ID)
+		e.Str8(r.Host)
+		e.U64(r.First)
+		e.U64(r.End)
+		var f uint8
+		if r.Closed {
+			f |= refClosed
+		}
+		if r.Lost {
+			f |= refLost
+		}
+		e.U8(f)
+		e.I64(r.LeaseEnd)
+		e.I64(r.Expires)
+	}
+}
+
+func decInfo(body []byte) (ChannelInfo, bool, error) {
+	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
+	if d.U8() == 0 {
+		return ChannelInfo{}, false, d.Done()
+	}
+	info := ChannelInfo{Epoch: d.U64(), Earliest: d.U64(), Next: d.U64()}
+	n := int(d.U16())
+	if d.Err() == nil && n*refMinLen > len(body) {
+		d.Fail("%d streamlets cannot fit in %d bytes", n, len(body))
+	}
+	if d.Err() != nil {
+		return ChannelInfo{}, false, d.Err()
+	}
+	info.Streamlets = make([]StreamletRef, 0, n)
+	for i := 0; i < n; i++ {
+		r := StreamletRef{ID: d.U64(), Host: d.Str8(), First: d.U64(), End: d.U64()}
+		f := d.U8()
+		r.Closed, r.Lost = f&refClosed != 0, f&refLost != 0
+		r.LeaseEnd, r.Expires = d.I64(), d.I64()
+		info.Streamlets = append(info.Streamlets, r)
+	}
+	return info, true, d.Done()
+}
+
+// hostedMinLen is the smallest encoded Hosted (empty successor host).
+const hostedMinLen = 8 + 8 + 8 + 4 + 1 + 8 + 1 + 8 + 4
+
+func encHosted(e *wire.NodeEnc, hs []Hosted) {
+	e.U16(uint16(min(len(hs), 0xFFFF)))
+	for _, h := range hs[:min(len(hs), 0xFFFF)] {
+		e.U64(h.ID)
+		e.U64(h.Epoch)
+		e.U64(h.First)
+		e.U32(h.Len)
+		var f uint8
+		if h.Sealed {
+			f = 1
+		}
+		e.U8(f)
+		e.U64(h.Succ)
+		e.Str8(h.SuccHost)
+		e.I64(h.LeaseEnd)
+		e.U32(h.LimitMsgs)
+	}
+}
+
+// decHosted decodes an OpList result from node host.
+func decHosted(body []byte, host string) ([]Hosted, error) {
+	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
+	n := int(d.U16())
+	if d.Err() == nil && n*hostedMinLen > len(body) {
+		d.Fail("%d streamlets cannot fit in %d bytes", n, len(body))
+	}
+	if d.Err() != nil {
+		return nil, d.Err()
+	}
+	out := make([]Hosted, 0, n)
+	for i := 0; i < n; i++ {
+		h := Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: host}
+		h.Sealed = d.U8()&1 != 0
+		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
+		out = append(out, h)
+	}
+	return out, d.Done()
+}
+
+// opError is a NODE_RESPONSE with a non-zero status: the peer answered,
+// so the link is fine, but the operation failed.
+type opError struct {
+	status uint8
+	text   string
+}
+
+func (e *opError) Error() string { return fmt.Sprintf("engine: peer: status %d: %s", e.status, e.text) }

@@ -1,0 +1,311 @@
+package engine
+
+import (
+	"crypto/hmac"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// peerConn is the state of an inbound connection from a peer node (the
+// acceptor side of PROTOCOL.md 9), owned by the connection's loop.
+type peerConn struct {
+	name  string
+	feeds map[uint64]*feed // streamlets this peer reads, by id
+}
+
+// feed streams one hosted streamlet to one peer's copy. It is owned by
+// the peer connection's loop; scheduled is set by whichever goroutine
+// appended to the streamlet.
+type feed struct {
+	c         *conn
+	s         *streamlet
+	next      int // index of the next record to send
+	done      bool
+	retry     bool
+	scheduled atomic.Bool
+}
+
+// peerOutboundLimit bounds what waits to be written to one peer before
+// feeds pause.
+const peerOutboundLimit = 32 << 20
+
+// peerFeedBytes bounds the record bytes of one NODE_FEED.
+const peerFeedBytes = 256 << 10
+
+// nodeHello handles NODE_HELLO on a connection that has not said HELLO.
+func (l *loop) nodeHello(c *conn, body []byte) {
+	srv := l.srv
+	h, err := wire.DecodeNodeHello(body)
+	if err != nil {
+		c.sendError(0, wire.CodeProtocolError, err.Error())
+		return
+	}
+	if h.Version != wire.NodeVersion {
+		c.sendError(0, wire.CodeUnsupportedVersion, fmt.Sprintf("node protocol %d, this node speaks %d", h.Version, wire.NodeVersion))
+		return
+	}
+	secret := ""
+	if srv.opts.Cluster != nil {
+		secret = srv.opts.Cluster.Secret
+	}
+	if secret == "" && srv.opts.Auth != nil {
+		c.sendError(0, wire.CodeUnauthenticated, "node connections need a cluster secret on this server")
+		return
+	}
+	if secret != "" && !hmac.Equal(h.Proof, nodeProof(secret, h.Name)) {
+		c.sendError(0, wire.CodeUnauthenticated, "bad node proof")
+		return
+	}
+	c.hello = true
+	c.peer = &peerConn{name: h.Name, feeds: make(map[uint64]*feed)}
+	s, k := c.ownStart()
+	c.scratch = wire.AppendNodeWelcome(c.scratch, srv.opts.ServerName)
+	c.ownEnd(s, k)
+}
+
+// peerFrame handles one frame from a peer node.
+func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
+	switch h.Type {
+	case wire.TypeNodeAppend:
+		l.peerAppend(c, h.ID, body)
+	case wire.TypeNodeRead:
+		id, from, err := wire.DecodeNodeRead(body)
+		if err != nil {
+			c.sendError(0, wire.CodeProtocolError, err.Error())
+			return
+		}
+		l.peerRead(c, id, int(from))
+	case wire.TypeNodeUnread:
+		id, err := wire.DecodeNodeUnread(body)
+		if err != nil {
+			c.sendError(0, wire.CodeProtocolError, err.Error())
+			return
+		}
+		if f := c.peer.feeds[id]; f != nil {
+			f.stop()
+		}
+	case wire.TypeNodeRequest:
+		op, ob, err := wire.DecodeNodeRequest(body)
+		if err != nil {
+			c.sendError(0, wire.CodeProtocolError, err.Error())
+			return
+		}
+		cl := l.srv.cl
+		if cl == nil {
+			s, k := c.ownStart()
+			c.scratch = wire.AppendNodeResponse(c.scratch, h.ID, wire.NodeFailed, nil, "not a cluster node")
+			c.ownEnd(s, k)
+			return
+		}
+		ob = append([]byte(nil), ob...) // gnet's buffer is reused
+		peer, id := c.peer.name, h.ID
+		go func() {
+			status, res, text := cl.serve(peer, op, ob)
+			l.execute(func() {
+				if c.closed || c.closing {
+					return
+				}
+				s, k := c.ownStart()
+				c.scratch = wire.AppendNodeResponse(c.scratch, id, status, res, text)
+				c.ownEnd(s, k)
+			})
+		}()
+	case wire.TypePing:
+		s, k := c.ownStart()
+		c.scratch = wire.AppendPong(c.scratch, h.ID)
+		c.ownEnd(s, k)
+	case wire.TypePong:
+	default:
+		c.sendError(h.ID, wire.CodeUnknownType, fmt.Sprintf("%v is not a node-to-node request", h.Type))
+	}
+}
+
+// peerAppend appends a peer gateway's batch to a hosted streamlet and
+// answers with how many records were appended and the first position.
+func (l *loop) peerAppend(c *conn, id uint32, body []byte) {
+	a, run, err := wire.DecodeNodeAppend(body)
+	if err != nil {
+		c.sendError(0, wire.CodeProtocolError, err.Error())
+		return
+	}
+	res := wire.NodeAppended{Status: wire.NodeOK}
+	s := l.srv.host.Streamlet(a.Streamlet)
+	switch {
+	case s == nil:
+		res.Status = wire.NodeUnknown
+	case s.epoch != a.Epoch:
+		res.Status = wire.NodeStale
+	default:
+		payloads := l.peerPayloads[:0]
+		for p, rest, ok := wire.NextRecord(run); ok; p, rest, ok = wire.NextRecord(rest) {
+			payloads = append(payloads, p)
+		}
+		if cap(l.peerPos) < len(payloads) {
+			l.peerPos = make([]uint64, len(payloads))
+		}
+		pos := l.peerPos[:len(payloads)]
+		n := s.appendBatch(payloads, pos, l.now)
+		res.Done = uint32(n)
+		if n > 0 {
+			res.First = pos[0]
+			l.stats.msgsIn += uint64(n)
+			l.srv.host.appended.Add(uint64(n))
+			l.srv.host.appendedBytes.Add(uint64(len(run)))
+			if gc := l.srv.gw.lookup(s.channel); gc != nil {
+				gc.notify(l)
+			}
+		}
+		if n < len(payloads) {
+			res.Status = wire.NodeClosed
+		}
+		clear(payloads)
+		l.peerPayloads = payloads[:0]
+	}
+	st, k := c.ownStart()
+	c.scratch = wire.AppendNodeAppended(c.scratch, id, res)
+	c.ownEnd(st, k)
+}
+
+// peerRead starts feeding streamlet id to the peer from record from.
+func (l *loop) peerRead(c *conn, id uint64, from int) {
+	if old := c.peer.feeds[id]; old != nil {
+		old.stop()
+	}
+	s := l.srv.host.Streamlet(id)
+	if s == nil {
+		sendFeedNotice(c, id, uint32(from), wire.FeedGone)
+		return
+	}
+	f := &feed{c: c, s: s, next: from}
+	c.peer.feeds[id] = f
+	s.feedMu.Lock()
+	s.feeds = append(s.feeds, f)
+	s.nfeeds.Store(int32(len(s.feeds)))
+	s.feedMu.Unlock()
+	f.run()
+}
+
+func sendFeedNotice(c *conn, id uint64, start uint32, flags uint8) {
+	s, k := c.ownStart()
+	c.scratch = wire.AppendNodeFeedHeader(c.scratch, wire.NodeFeed{Streamlet: id, Start: start, Flags: flags}, nil, 0)
+	c.ownEnd(s, k)
+}
+
+// stop ends the feed (on its connection's loop).
+func (f *feed) stop() {
+	if f.done {
+		return
+	}
+	f.done = true
+	delete(f.c.peer.feeds, f.s.id)
+	s := f.s
+	s.feedMu.Lock()
+	for i, x := range s.feeds {
+		if x == f {
+			s.feeds = append(s.feeds[:i], s.feeds[i+1:]...)
+			break
+		}
+	}
+	s.nfeeds.Store(int32(len(s.feeds)))
+	s.feedMu.Unlock()
+}
+
+// wakeFeeds schedules every feed of s on its connection's loop; called
+// after appends, seal and free, from any goroutine.
+func (s *streamlet) wakeFeeds() {
+	if s.nfeeds.Load() == 0 {
+		return
+	}
+	s.feedMu.Lock()
+	for _, f := range s.feeds {
+		if f.scheduled.CompareAndSwap(false, true) {
+			f.c.l.execute(f.task)
+		}
+	}
+	s.feedMu.Unlock()
+}
+
+func (f *feed) task() {
+	f.scheduled.Store(false)
+	f.run()
+}
+
+// run sends the records appended since the last run (on the connection's
+// loop), sharing the streamlet's bytes with the write like DATA does.
+func (f *feed) run() {
+	c := f.c
+	l := c.l
+	for !f.done && !c.closed && !c.closing {
+		if c.outbound() > peerOutboundLimit {
+			f.retryLater()
+			return
+		}
+		s := f.s
+		if !s.buf.Acquire() {
+			sendFeedNotice(c, s.id, uint32(f.next), wire.FeedGone)
+			f.stop()
+			return
+		}
+		sealed := s.buf.Sealed()
+		n := s.buf.Len()
+		if f.next >= n {
+			s.buf.Release()
+			if sealed {
+				sendFeedNotice(c, s.id, uint32(n), wire.FeedSealed)
+				f.stop()
+			}
+			return
+		}
+		var end, nb int
+		l.iov, end, nb = s.buf.AppendRun(l.iov[:0], f.next, n, peerFeedBytes)
+		l.held = append(l.held, s)
+		stamps := l.stamps[:0]
+		for i := f.next; i < end; i++ {
+			stamps = append(stamps, s.buf.Stamp(i))
+		}
+		l.stamps = stamps
+		var flags uint8
+		if sealed && end == n {
+			flags = wire.FeedSealed
+		}
+		st, k := c.ownStart()
+		c.scratch = wire.AppendNodeFeedHeader(c.scratch,
+			wire.NodeFeed{Streamlet: s.id, Start: uint32(f.next), Flags: flags}, stamps, nb)
+		c.ownEnd(st, k)
+		for _, b := range l.iov {
+			c.shared(b)
+		}
+		l.stats.msgsOut += uint64(end - f.next)
+		f.next = end
+		if len(c.iov) > maxIov {
+			c.flush()
+		}
+		if flags != 0 {
+			f.stop()
+			return
+		}
+	}
+}
+
+func (f *feed) retryLater() {
+	if f.retry {
+		return
+	}
+	f.retry = true
+	time.AfterFunc(2*time.Millisecond, func() {
+		f.c.l.execute(func() {
+			f.retry = false
+			f.run()
+		})
+	})
+}
+
+// closePeer stops a closed peer connection's feeds (on its loop).
+func closePeer(c *conn) {
+	for _, f := range c.peer.feeds {
+		f.stop()
+	}
+}

@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// The gateway's write path to a streamlet hosted by a peer node. Each
+// loop keeps, per channel, at most one NODE_APPEND in flight and batches
+// everything published meanwhile into the next one (pend): the batch size
+// adapts to the round trip, and a refusal (the streamlet closed) is
+// handled by resending the unappended rest under a new grant without
+// reordering anything. While a batch is in flight or pending, every
+// publish to the channel on this loop queues behind it, whichever node
+// hosts the next streamlet.
+
+// rbatch is a batch of publishes for a remote streamlet.
+type rbatch struct {
+	conns []*conn
+	ids   []uint32
+	acked []bool
+	run   []byte // records: u32 len + payload each
+	tries int    // grants tried for the batch's first record
+}
+
+func (b *rbatch) len() int { return len(b.ids) }
+
+// maxPend bounds the bytes a loop queues for one channel while a batch is
+// in flight; publishes beyond it are refused with UNAVAILABLE.
+const maxPend = 8 << 20
+
+// maxRemoteBatch bounds the record bytes of one NODE_APPEND.
+const maxRemoteBatch = 1 << 20
+
+// remoteBusy reports whether publishes to lc must take the remote path.
+func (lc *loopChan) remoteBusy() bool {
+	return lc.rg != nil || lc.inflight != nil || lc.pend != nil
+}
+
+// queueRemote adds one publish to the pending batch.
+func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) {
+	if lc.pend != nil && len(lc.pend.run) > maxPend {
+		c.sendError(id, wire.CodeUnavailable,
+			fmt.Sprintf("more than %d bytes wait for the host of %q", maxPend, lc.name))
+		return
+	}
+	if lc.pend == nil {
+		lc.pend = &rbatch{}
+	}
+	b := lc.pend
+	b.conns = append(b.conns, c)
+	b.ids = append(b.ids, id)
+	b.acked = append(b.acked, acked)
+	b.run = wire.AppendRecord(b.run, payload)
+}
+
+// grant asks the channel's manager for a write grant and installs it: a
+// local streamlet in lc.w, a remote one in lc.rg.
+func (lc *loopChan) grant() error {
+	srv := lc.l.srv
+	g, err := srv.route.WriteGrant(lc.name, lc.wAfter)
+	if err != nil {
+		return err
+	}
+	if g.Host == "" || g.Host == srv.host.node {
+		lc.rg = nil
+		if lc.w = srv.host.Streamlet(g.Streamlet); lc.w == nil {
+			lc.wAfter = g.Streamlet
+			return fmt.Errorf("%w: streamlet %d vanished", errStreamletClosed, g.Streamlet)
+		}
+		return nil
+	}
+	lc.w = nil
+	lc.rg = &g
+	return nil
+}
+
+// pump sends the pending batch when nothing is in flight.
+func (lc *loopChan) pump() {
+	for lc.inflight == nil && lc.pend != nil {
+		b := lc.pend
+		lc.pend = nil
+		if lc.w == nil && lc.rg == nil {
+			if err := lc.grantRetry(); err != nil {
+				lc.failBatch(b, 0, wire.CodeUnavailable, err.Error())
+				continue
+			}
+		}
+		if lc.w != nil {
+			// The channel's streamlet is on this node now: append in
+			// order here, and leave the remote path once drained.
+			lc.appendLocal(b)
+			continue
+		}
+		g := lc.rg
+		var l *link
+		if cl := lc.l.srv.cl; cl != nil {
+			l = cl.link(g.Host)
+		}
+		if l == nil {
+			lc.retire(b)
+			continue
+		}
+		if len(b.run) > maxRemoteBatch {
+			lc.pend = lc.split(b)
+		}
+		lc.inflight = b
+		lp := lc.l
+		n := b.len()
+		err := l.queue(func(dst []byte, id uint32) []byte {
+			dst = wire.AppendNodeAppendHeader(dst, id, wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch,
+				Count: uint32(n)}, len(b.run))
+			return append(dst, b.run...)
+		}, func(h wire.Header, body []byte, err error) {
+			var res wire.NodeAppended
+			if err == nil {
+				if h.Type != wire.TypeNodeAppended {
+					err = fmt.Errorf("%w: answered %v to NODE_APPEND", errLinkDown, h.Type)
+				} else {
+					res, err = wire.DecodeNodeAppended(body)
+				}
+			}
+			lp.execute(func() { lc.appended(b, g, res, err) })
+		})
+		if err != nil {
+			lc.inflight = nil
+			lc.failBatch(b, 0, wire.CodeUnavailable, err.Error())
+		}
+	}
+}
+
+// grantRetry is grant with a few retries for vanished streamlets.
+func (lc *loopChan) grantRetry() error {
+	var err error
+	for i := 0; i < 4; i++ {
+		if err = lc.grant(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// retire drops the current remote grant (its host cannot be reached) and
+// puts b back at the head of the queue for a new grant.
+func (lc *loopChan) retire(b *rbatch) {
+	if lc.rg != nil {
+		lc.wAfter = lc.rg.Streamlet
+	}
+	lc.rg = nil
+	b.tries++
+	if b.tries > 8 {
+		lc.failBatch(b, 0, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
+		return
+	}
+	lc.pend = lc.prepend(b, lc.pend)
+}
+
+// split cuts b after about maxRemoteBatch bytes and returns the rest
+// merged in front of lc.pend.
+func (lc *loopChan) split(b *rbatch) *rbatch {
+	off, k := 0, 0
+	for rec, rest, ok := wire.NextRecord(b.run); ok; rec, rest, ok = wire.NextRecord(rest) {
+		if k > 0 && off+wire.RecordHeaderLen+len(rec) > maxRemoteBatch {
+			break
+		}
+		off += wire.RecordHeaderLen + len(rec)
+		k++
+	}
+	tail := &rbatch{conns: b.conns[k:], ids: b.ids[k:], acked: b.acked[k:], run: b.run[off:]}
+	b.conns, b.ids, b.acked, b.run = b.conns[:k], b.ids[:k], b.acked[:k], b.run[:off]
+	return lc.prepend(tail, lc.pend)
+}
+
+// prepend returns a followed by b (either may be nil).
+func (lc *loopChan) prepend(a, b *rbatch) *rbatch {
+	if b == nil {
+		return a
+	}
+	a.conns = append(a.conns[:len(a.conns):len(a.conns)], b.conns...)
+	a.ids = append(a.ids[:len(a.ids):len(a.ids)], b.ids...)
+	a.acked = append(a.acked[:len(a.acked):len(a.acked)], b.acked...)
+	a.run = append(a.run[:len(a.run):len(a.run)], b.run...)
+	return a
+}
+
+// appended handles the host's answer to b (on the loop).
+func (lc *loopChan) appended(b *rbatch, g *Grant, res wire.NodeAppended, err error) {
+	lc.inflight = nil
+	if err != nil {
+		// The host failed with the batch in flight: whether it was
+		// appended is unknown, so it is not resent (no duplicates); the
+		// publishers get UNAVAILABLE and the subscribers a GAP lost.
+		if lc.rg == g {
+			lc.rg, lc.wAfter = nil, g.Streamlet
+		}
+		lc.failBatch(b, 0, wire.CodeUnavailable, "outcome unknown: the streamlet's host failed: "+err.Error())
+		lc.pump()
+		return
+	}
+	done := min(int(res.Done), b.len())
+	lc.ack(b, 0, done, res.First)
+	if done < b.len() {
+		if lc.rg == g {
+			lc.rg, lc.wAfter = nil, g.Streamlet
+		}
+		rest := &rbatch{conns: b.conns[done:], ids: b.ids[done:], acked: b.acked[done:], tries: b.tries + 1}
+		off := 0
+		for i := 0; i < done; i++ {
+			_, r, _ := wire.NextRecord(b.run[off:])
+			off = len(b.run) - len(r)
+		}
+		rest.run = b.run[off:]
+		if rest.tries > 8 {
+			lc.failBatch(rest, 0, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
+		} else {
+			lc.pend = lc.prepend(rest, lc.pend)
+		}
+	}
+	lc.pump()
+}
+
+// ack acknowledges records [from, to) of b at positions first, first+1...
+func (lc *loopChan) ack(b *rbatch, from, to int, first uint64) {
+	l := lc.l
+	for i := from; i < to; i++ {
+		l.stats.msgsIn++
+		c := b.conns[i]
+		if !b.acked[i] || c.closed || c.closing {
+			continue
+		}
+		if len(c.acks) == 0 {
+			l.ackers = append(l.ackers, c)
+		}
+		c.acks = append(c.acks, wire.Ack{ID: b.ids[i], Position: first + uint64(i-from)})
+	}
+	lc.lastUse = l.now
+}
+
+// failBatch answers records [from:] of b with an ERROR.
+func (lc *loopChan) failBatch(b *rbatch, from int, code wire.Code, text string) {
+	for i := from; i < b.len(); i++ {
+		b.conns[i].sendError(b.ids[i], code, text)
+	}
+}
+
+// appendLocal appends b to the local streamlet of the current grant, in
+// order, regranting when it closes.
+func (lc *loopChan) appendLocal(b *rbatch) {
+	l := lc.l
+	i := 0
+	for rec, rest, ok := wire.NextRecord(b.run); ok; rec, rest, ok = wire.NextRecord(rest) {
+		pos, err := lc.append(rec)
+		if err != nil {
+			b.conns[i].sendError(b.ids[i], wire.CodeUnavailable, err.Error())
+		} else {
+			lc.ack(b, i, i+1, pos)
+		}
+		i++
+		if lc.rg != nil {
+			// The next grant is remote again: the rest queues for it.
+			tail := &rbatch{conns: b.conns[i:], ids: b.ids[i:], acked: b.acked[i:], run: rest}
+			if tail.len() > 0 {
+				lc.pend = lc.prepend(tail, lc.pend)
+			}
+			break
+		}
+	}
+	if !lc.touched {
+		lc.touched = true
+		l.touched = append(l.touched, lc)
+	}
+}
