@@ -444,8 +444,12 @@ func (c *cluster) markDown(node string) {
 	c.rebuildSnap()
 	c.mu.Unlock()
 	if !already {
-		c.nodeGone(node)
-		go c.reinterest()
+		// Asynchronously: markDown runs inside failed calls, some made
+		// under a channel's lock that nodeGone takes.
+		go func() {
+			c.nodeGone(node)
+			c.reinterest()
+		}()
 	}
 }
 

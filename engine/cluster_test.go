@@ -392,3 +392,76 @@ func TestCluster_StatusListsMembers(t *testing.T) {
 		t.Fatalf("members %v", names)
 	}
 }
+
+func TestCluster_ReplayAfterHostDeathReportsExactlyTheLostStreamlets(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ch := channelManagedBy(t, a, "a", "replaylost")
+	pub, _ := helloRaw(t, a.Addr())
+	const n = 700 // 7 full streamlets of 100 on b and c
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = payloadOf(i)
+	}
+	pos, err := pub.publishBatch(ch, payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := a.route.Info(ch, false)
+	onC := 0
+	for _, r := range before.Streamlets {
+		if r.Host == "c" {
+			onC++
+		}
+	}
+	if onC == 0 {
+		t.Fatalf("no streamlet on c: %+v", before.Streamlets)
+	}
+	kill(c)
+	eventually(t, waitFor, "a marks c's streamlets lost", func() bool {
+		info, _ := a.route.Info(ch, false)
+		for _, r := range info.Streamlets {
+			if r.Host == "c" && !r.Lost {
+				return false
+			}
+		}
+		return true
+	})
+	after, _ := a.route.Info(ch, false)
+	// b never read the channel, so it holds no copy of c's streamlets: a
+	// replay from b reports exactly their ranges as lost.
+	sub, _ := helloRaw(t, b.Addr())
+	s := sub.subscribe(1, ch, wire.StartEarliest, 0)
+	if s.First != pos[0] {
+		t.Fatalf("earliest %d, want %d", s.First, pos[0])
+	}
+	evs, err := sub.eventsUntil(1, pos[n-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, gaps, err := checkStream(evs, 1, pos[0], after.Next-1)
+	if err != nil {
+		evs2, _ := sub.eventsUntil(1, after.Next-1)
+		if msgs, gaps, err = checkStream(append(evs, evs2...), 1, pos[0], after.Next-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []wire.Gap
+	for _, r := range after.Streamlets {
+		if r.Lost {
+			want = append(want, wire.Gap{From: r.First, To: r.End - 1, Reason: wire.GapLost})
+		}
+	}
+	if fmt.Sprint(gaps) != fmt.Sprint(want) {
+		t.Fatalf("gaps %v, want exactly the lost streamlets %v", gaps, want)
+	}
+	for i, p := range pos {
+		inGap := false
+		for _, g := range gaps {
+			inGap = inGap || (p >= g.From && p <= g.To)
+		}
+		if !inGap && msgs[p] != string(payloads[i]) {
+			t.Fatalf("position %d: %q, want %q", p, msgs[p], payloads[i])
+		}
+	}
+}
