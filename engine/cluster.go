@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rtm/sluice/membership"
@@ -95,6 +96,12 @@ type cluster struct {
 	wg      sync.WaitGroup
 
 	lastIn, lastBytes uint64
+
+	linkFailures atomic.Int64 // links that ended other than by shutdown
+
+	imu   sync.Mutex // guards iq and iBusy (interestAsync)
+	iq    []interestReq
+	iBusy bool
 }
 
 func (c *cluster) rpcTimeout() time.Duration {
@@ -240,6 +247,45 @@ func (c *cluster) refresh() {
 	c.reinterest()
 }
 
+// interestAsync registers delta reading loops of channel with its manager
+// off the loop, in call order (one worker, so a +1 never overtakes the -1
+// before it).
+func (c *cluster) interestAsync(channel string, delta int) {
+	c.imu.Lock()
+	c.iq = append(c.iq, interestReq{channel, delta})
+	start := !c.iBusy
+	c.iBusy = true
+	c.imu.Unlock()
+	if start {
+		go c.interestWorker()
+	}
+}
+
+type interestReq struct {
+	channel string
+	delta   int
+}
+
+func (c *cluster) interestWorker() {
+	for {
+		c.imu.Lock()
+		if len(c.iq) == 0 {
+			c.iBusy = false
+			c.imu.Unlock()
+			return
+		}
+		r := c.iq[0]
+		c.iq = c.iq[1:]
+		c.imu.Unlock()
+		c.srv.route.Interest(r.channel, c.self, r.delta)
+		if r.delta > 0 {
+			// A streamlet opened before the manager knew this node reads
+			// the channel was not announced to it: look again once.
+			c.srv.gw.changed(r.channel)
+		}
+	}
+}
+
 // reinterest registers this node's readers with the new manager of every
 // channel whose manager changed in the view (the new manager rebuilt the
 // channel without them), and wakes the readers to look again.
@@ -263,7 +309,7 @@ func (c *cluster) reinterest() {
 	gw.mu.Unlock()
 	for _, it := range todo {
 		c.srv.route.Interest(it.name, c.self, it.k)
-		gw.wake(it.name)
+		gw.changed(it.name)
 	}
 }
 
@@ -405,6 +451,18 @@ func (c *cluster) link(node string) *link {
 	return l
 }
 
+// existingLink returns the open link to node without dialing (for the
+// loops, which never wait for the network); nil if there is none.
+func (c *cluster) existingLink(node string) *link {
+	c.mu.RLock()
+	l := c.links[node]
+	c.mu.RUnlock()
+	if l == nil || l.closed() {
+		return nil
+	}
+	return l
+}
+
 // call sends op to node and waits for the answer. A link failure marks
 // the node down.
 func (c *cluster) call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
@@ -427,6 +485,7 @@ func (c *cluster) linkClosed(l *link, err error) {
 		return // shutting down
 	default:
 	}
+	c.linkFailures.Add(1)
 	c.srv.log.Warn("sluice cluster: link closed", "node", l.node, "err", err)
 	c.markDown(l.node)
 }
@@ -512,7 +571,7 @@ func (c *cluster) notify(channel string, nodes []string) {
 	e.Str8(channel)
 	for _, n := range nodes {
 		if n == c.self {
-			c.srv.gw.wake(channel)
+			c.srv.gw.changed(channel)
 			continue
 		}
 		go func() {
@@ -772,7 +831,7 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		s.gw.wake(ch)
+		s.gw.changed(ch)
 	case wire.OpStatus:
 		b, _ := json.Marshal(c.status())
 		e.B = b

@@ -465,3 +465,46 @@ func TestCluster_ReplayAfterHostDeathReportsExactlyTheLostStreamlets(t *testing.
 		}
 	}
 }
+
+// With one event loop per node, every node's loop is at the same time a
+// gateway waiting for grants and the acceptor of its peers' requests. A
+// loop that waited for a peer could then wait for itself (the peer's
+// manager asks this node's host, whose answer needs the loop): loops must
+// never wait for the network. Fast rotation makes grants frequent.
+func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
+	nodes := startCluster3(t, func(o *Options) {
+		o.Loops = 1
+		o.LimitMsgs = 20
+		o.LimitLife = 50 * time.Millisecond
+	})
+	const chans, per = 12, 60
+	errs := make(chan error, len(nodes))
+	for k, s := range nodes {
+		go func() {
+			c, err := dialErr(t, s.Addr(), 0)
+			if err == nil {
+				_, err = c.handshakeErr()
+			}
+			for i := 0; err == nil && i < per; i++ {
+				batch := make([][]byte, chans)
+				for j := range batch {
+					batch[j] = payloadOf(i)
+				}
+				for j := 0; err == nil && j < chans; j++ {
+					_, err = c.publishBatch(fmt.Sprintf("stall.%d.%d", k, j), batch[j:j+1])
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range nodes {
+		if n := s.cl.linkFailures.Load(); n != 0 {
+			t.Fatalf("node %s: %d links failed (a peer stopped answering)", s.opts.ServerName, n)
+		}
+	}
+}

@@ -31,6 +31,10 @@ type gwChan struct {
 	// its manager mgr (cluster); both guarded by gateway.mu.
 	interest int
 	mgr      string
+	// gen counts changes of the channel's streamlet list announced to
+	// this node (cluster): a loop's cached ChannelInfo older than gen is
+	// fetched again.
+	gen atomic.Uint64
 }
 
 func newGateway(loops int) *gateway {
@@ -67,9 +71,19 @@ func (g *gateway) lookup(name string) *gwChan {
 // has reports whether some loop uses the channel.
 func (g *gateway) has(name string) bool { return g.lookup(name) != nil }
 
-// wake schedules every reader loop of the channel (from any goroutine).
+// wake schedules every reader loop of the channel (from any goroutine):
+// new data in a streamlet they know.
 func (g *gateway) wake(name string) {
 	if gc := g.lookup(name); gc != nil {
+		gc.notify(nil)
+	}
+}
+
+// changed is wake for a change of the channel's streamlet list (a new or
+// lost streamlet): the loops fetch the list again.
+func (g *gateway) changed(name string) {
+	if gc := g.lookup(name); gc != nil {
+		gc.gen.Add(1)
 		gc.notify(nil)
 	}
 }
@@ -84,7 +98,11 @@ func (s *Server) interest(gc *gwChan, delta int) {
 	gc.interest += delta
 	gc.mgr = mgr
 	s.gw.mu.Unlock()
-	s.route.Interest(gc.name, s.host.node, delta)
+	if s.cl == nil {
+		s.route.Interest(gc.name, s.host.node, delta)
+		return
+	}
+	s.cl.interestAsync(gc.name, delta)
 }
 
 // notify wakes the readers of the channel after messages were appended by
@@ -122,6 +140,16 @@ type loopChan struct {
 	rg       *Grant
 	inflight *rbatch
 	pend     *rbatch
+	granting bool // a grant request is in flight (cluster)
+
+	// cluster: the channel's info as last fetched from its manager, valid
+	// while gc.gen == infoGen; infoPending while a fetch is in flight.
+	info        ChannelInfo
+	infoFound   bool
+	infoGen     uint64
+	infoValid   bool
+	infoPending bool
+	pendingSubs int // SUBSCRIBEs waiting for the manager's answer
 
 	// read side. live subscribers are at position live.pos and share one
 	// read stream; catchup subscribers have cursors of their own and join
@@ -139,6 +167,11 @@ type sub struct {
 	c        *conn
 	id       uint32
 	lc       *loopChan
+	// pending: SUBSCRIBE waits for the manager's answer (cluster);
+	// cancel records an UNSUBSCRIBE (cancelReq) that arrived meanwhile.
+	pending   bool
+	cancel    bool
+	cancelReq uint32
 	cur      cursor // used while catching up
 	skipping bool   // slow: messages from skipFrom on were not sent
 	skipFrom uint64
@@ -190,6 +223,39 @@ func (lc *loopChan) append(payload []byte) (uint64, error) {
 	return 0, fmt.Errorf("%w: no streamlet of %q takes writes", errStreamletClosed, lc.name)
 }
 
+// channelInfo returns the channel's streamlet list. On a single node it
+// asks the manager directly; in a cluster it returns the cached list while
+// no change was announced, else it fetches it off the loop and reports
+// false (the loop delivers again when the answer is in).
+func (lc *loopChan) channelInfo() (ChannelInfo, bool) {
+	srv := lc.l.srv
+	if srv.cl == nil {
+		return srv.route.Info(lc.name, false)
+	}
+	gen := lc.gc.gen.Load()
+	if lc.infoValid && lc.infoGen == gen {
+		return lc.info, lc.infoFound
+	}
+	if !lc.infoPending {
+		lc.infoPending = true
+		l := lc.l
+		go func() {
+			info, found := srv.route.Info(lc.name, false)
+			l.execute(func() {
+				lc.infoPending = false
+				lc.cacheInfo(info, found, gen)
+				lc.deliver()
+			})
+		}()
+	}
+	return ChannelInfo{}, false
+}
+
+// cacheInfo keeps info, fetched when the channel's change count was gen.
+func (lc *loopChan) cacheInfo(info ChannelInfo, found bool, gen uint64) {
+	lc.info, lc.infoFound, lc.infoGen, lc.infoValid = info, found, gen, true
+}
+
 func (lc *loopChan) schedule() {
 	if lc.scheduled.CompareAndSwap(false, true) {
 		lc.l.execute(lc.run)
@@ -226,7 +292,7 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 	l := lc.l
 	for tries := 0; tries < 16; tries++ {
 		if cur.s == nil {
-			info, ok := l.srv.route.Info(lc.name, false)
+			info, ok := lc.channelInfo()
 			if !ok {
 				return readResult{}
 			}

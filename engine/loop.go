@@ -179,7 +179,9 @@ func (l *loop) cleanup(c *conn) {
 		closePeer(c)
 	}
 	for _, s := range c.subs {
-		s.lc.removeSub(s)
+		if !s.pending {
+			s.lc.removeSub(s)
+		}
 	}
 	clear(c.subs)
 	delete(l.conns, c)
@@ -377,9 +379,11 @@ func (l *loop) flushRun() {
 	}
 	pos := r.pos[:n]
 	done := 0
-	if lc.w == nil && !lc.remoteBusy() {
-		// No grant yet: get one, which tells whether the streamlet is
-		// here or on a peer. A failure is answered below per publish.
+	cluster := l.srv.cl != nil
+	if lc.w == nil && !lc.remoteBusy() && !cluster {
+		// No grant yet: get one. A failure is answered below per
+		// publish. (In a cluster grants are asked for off the loop: the
+		// publishes queue in the remote path, remotewrite.go.)
 		_ = lc.grantRetry()
 	}
 	if lc.w != nil && !lc.remoteBusy() {
@@ -393,7 +397,7 @@ func (l *loop) flushRun() {
 	remote := false
 	for k := 0; k < n; k++ {
 		if k >= done {
-			if !remote && lc.remoteBusy() {
+			if !remote && (cluster || lc.remoteBusy()) {
 				remote = true
 			}
 			if remote {
@@ -459,7 +463,8 @@ func (l *loop) sweep() {
 	}
 	idle := l.now - int64(time.Second)
 	for name, lc := range l.chans {
-		if lc.nsubs == 0 && !lc.touched && lc.lastUse < idle {
+		if lc.nsubs == 0 && lc.pendingSubs == 0 && !lc.touched && !lc.remoteBusy() && !lc.granting &&
+			!lc.infoPending && lc.lastUse < idle {
 			if l.lastChan == lc {
 				l.lastChan = nil
 			}

@@ -108,7 +108,7 @@ func (m *localManager) get(name string, create bool) *mchan {
 	sh.mu.RLock()
 	mc := sh.m[name]
 	sh.mu.RUnlock()
-	if mc != nil || !create {
+	if mc != nil || (!create && m.cl == nil) {
 		return mc
 	}
 	var st *chanState
@@ -117,6 +117,9 @@ func (m *localManager) get(name string, create bool) *mchan {
 		// its state is rebuilt from the hosts (soft state), outside the
 		// shard lock because it takes network round trips.
 		st = m.rebuild(name)
+		if !create && len(st.list) == 0 {
+			return nil
+		}
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -45,13 +45,17 @@ func (ms *mirrorSet) get(channel string, ref StreamletRef) *streamlet {
 		buf: ringbuf.New(lim.msgs, lim.size), limitMsgs: lim.msgs, mirror: &mirrorState{host: ref.Host}}
 	ms.m[ref.ID] = s
 	ms.mu.Unlock()
-	var l *link
-	if cl := ms.srv.cl; cl != nil {
-		l = cl.link(ref.Host)
-	}
-	if l == nil || l.send(wire.AppendNodeRead(nil, ref.ID, 0)) != nil {
-		ms.end(s) // the host is unreachable: what the copy lacks is lost
-	}
+	// Ask the host to feed the copy, off the caller's loop (dialing may
+	// take a while).
+	go func() {
+		var l *link
+		if cl := ms.srv.cl; cl != nil {
+			l = cl.link(ref.Host)
+		}
+		if l == nil || l.send(wire.AppendNodeRead(nil, ref.ID, 0)) != nil {
+			ms.end(s) // the host is unreachable: what the copy lacks is lost
+		}
+	}()
 	return s
 }
 
@@ -102,7 +106,7 @@ func (ms *mirrorSet) end(s *streamlet) {
 		s.mirror.sealedAt = ms.srv.clock().UnixNano()
 	}
 	s.mu.Unlock()
-	ms.srv.gw.wake(s.channel)
+	ms.srv.gw.changed(s.channel)
 }
 
 // hostDown ends every copy fed by node: readers read what arrived, and the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -76,17 +77,57 @@ func (lc *loopChan) grant() error {
 	return nil
 }
 
-// pump sends the pending batch when nothing is in flight.
+// requestGrant asks the channel's manager for a write grant off the loop
+// (cluster); the answer is installed on the loop and the queue pumped.
+func (lc *loopChan) requestGrant() {
+	if lc.granting {
+		return
+	}
+	lc.granting = true
+	l, srv, after := lc.l, lc.l.srv, lc.wAfter
+	go func() {
+		g, err := srv.route.WriteGrant(lc.name, after)
+		if err == nil && g.Host != srv.host.node && srv.cl != nil {
+			srv.cl.link(g.Host) // dial here, not on the loop
+		}
+		l.execute(func() { lc.onGrant(g, err) })
+	}()
+}
+
+// onGrant installs a grant asked for by requestGrant.
+func (lc *loopChan) onGrant(g Grant, err error) {
+	lc.granting = false
+	if err == nil {
+		if g.Host == "" || g.Host == lc.l.srv.host.node {
+			lc.rg = nil
+			if lc.w = lc.l.srv.host.Streamlet(g.Streamlet); lc.w == nil {
+				lc.wAfter = g.Streamlet
+				err = fmt.Errorf("%w: streamlet %d vanished", errStreamletClosed, g.Streamlet)
+			}
+		} else {
+			lc.w, lc.rg = nil, &g
+		}
+	}
+	if err != nil && lc.pend != nil {
+		b := lc.pend
+		if b.tries++; b.tries > 8 || !errors.Is(err, errStreamletClosed) {
+			lc.pend = nil
+			lc.failBatch(b, 0, wire.CodeUnavailable, err.Error())
+		}
+	}
+	lc.pump()
+}
+
+// pump sends the pending batch when nothing is in flight, asking for a
+// grant first when there is none.
 func (lc *loopChan) pump() {
 	for lc.inflight == nil && lc.pend != nil {
+		if lc.w == nil && lc.rg == nil {
+			lc.requestGrant()
+			return
+		}
 		b := lc.pend
 		lc.pend = nil
-		if lc.w == nil && lc.rg == nil {
-			if err := lc.grantRetry(); err != nil {
-				lc.failBatch(b, 0, wire.CodeUnavailable, err.Error())
-				continue
-			}
-		}
 		if lc.w != nil {
 			// The channel's streamlet is on this node now: append in
 			// order here, and leave the remote path once drained.
@@ -96,7 +137,7 @@ func (lc *loopChan) pump() {
 		g := lc.rg
 		var l *link
 		if cl := lc.l.srv.cl; cl != nil {
-			l = cl.link(g.Host)
+			l = cl.existingLink(g.Host)
 		}
 		if l == nil {
 			lc.retire(b)
@@ -130,7 +171,8 @@ func (lc *loopChan) pump() {
 	}
 }
 
-// grantRetry is grant with a few retries for vanished streamlets.
+// grantRetry is grant with a few retries for vanished streamlets (single
+// node: the manager is in this process and answers at once).
 func (lc *loopChan) grantRetry() error {
 	var err error
 	for i := 0; i < 4; i++ {
@@ -204,7 +246,10 @@ func (lc *loopChan) appended(b *rbatch, g *Grant, res wire.NodeAppended, err err
 		if lc.rg == g {
 			lc.rg, lc.wAfter = nil, g.Streamlet
 		}
-		rest := &rbatch{conns: b.conns[done:], ids: b.ids[done:], acked: b.acked[done:], tries: b.tries + 1}
+		rest := &rbatch{conns: b.conns[done:], ids: b.ids[done:], acked: b.acked[done:]}
+		if done == 0 { // no progress: count the failed grant
+			rest.tries = b.tries + 1
+		}
 		off := 0
 		for i := 0; i < done; i++ {
 			_, r, _ := wire.NextRecord(b.run[off:])
@@ -245,28 +290,36 @@ func (lc *loopChan) failBatch(b *rbatch, from int, code wire.Code, text string) 
 }
 
 // appendLocal appends b to the local streamlet of the current grant, in
-// order, regranting when it closes.
+// order; when the streamlet refuses, the rest goes back to the head of the
+// queue for a new grant.
 func (lc *loopChan) appendLocal(b *rbatch) {
 	l := lc.l
-	i := 0
-	for rec, rest, ok := wire.NextRecord(b.run); ok; rec, rest, ok = wire.NextRecord(rest) {
-		pos, err := lc.append(rec)
+	i, run := 0, b.run
+	for i < b.len() && lc.w != nil {
+		rec, rest, _ := wire.NextRecord(run)
+		pos, err := lc.w.append(rec, l.now)
 		if err != nil {
-			b.conns[i].sendError(b.ids[i], wire.CodeUnavailable, err.Error())
-		} else {
-			lc.ack(b, i, i+1, pos)
-		}
-		i++
-		if lc.rg != nil {
-			// The next grant is remote again: the rest queues for it.
-			tail := &rbatch{conns: b.conns[i:], ids: b.ids[i:], acked: b.acked[i:], run: rest}
-			if tail.len() > 0 {
-				lc.pend = lc.prepend(tail, lc.pend)
-			}
+			lc.wAfter = lc.w.id
+			lc.w = nil
 			break
 		}
+		l.srv.host.appended.Add(1)
+		lc.ack(b, i, i+1, pos)
+		i++
+		run = rest
 	}
-	if !lc.touched {
+	if i < b.len() {
+		tail := &rbatch{conns: b.conns[i:], ids: b.ids[i:], acked: b.acked[i:], run: run}
+		if i == 0 { // no progress: count the failed grant
+			tail.tries = b.tries + 1
+		}
+		if tail.tries > 8 {
+			lc.failBatch(tail, 0, wire.CodeUnavailable, fmt.Sprintf("no streamlet of %q takes writes", lc.name))
+		} else {
+			lc.pend = lc.prepend(tail, lc.pend)
+		}
+	}
+	if i > 0 && !lc.touched {
 		lc.touched = true
 		l.touched = append(l.touched, lc)
 	}

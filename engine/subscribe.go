@@ -75,7 +75,40 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 	}
 	lc := l.channel(string(sb.Channel))
 	lc.lastUse = l.now
-	info, _ := srv.route.Info(lc.name, true)
+	if srv.cl == nil {
+		info, _ := srv.route.Info(lc.name, true)
+		l.subscribeWith(c, reqID, sb, lc, &sub{c: c, id: sb.SubID, lc: lc}, info)
+		return
+	}
+	// In a cluster the channel's manager may be a peer: ask it off the
+	// loop (a loop never waits for the network) and continue here. The
+	// subscription id is taken now, so that the frames that follow on the
+	// connection see it.
+	sb.Channel = append([]byte(nil), sb.Channel...) // outlives gnet's buffer
+	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true}
+	c.subs[sb.SubID] = su
+	lc.pendingSubs++
+	gen := lc.gc.gen.Load()
+	go func() {
+		info, _ := srv.route.Info(lc.name, true)
+		l.execute(func() {
+			lc.pendingSubs--
+			lc.cacheInfo(info, true, gen)
+			if c.closed || c.closing || c.subs[su.id] != su {
+				return
+			}
+			su.pending = false
+			l.subscribeWith(c, reqID, sb, lc, su, info)
+			if su.cancel {
+				l.unsubscribe(c, su.cancelReq, su.id)
+			}
+		})
+	}()
+}
+
+// subscribeWith completes SUBSCRIBE with the channel's info.
+func (l *loop) subscribeWith(c *conn, reqID uint32, sb wire.Subscribe, lc *loopChan, su *sub, info ChannelInfo) {
+	srv := l.srv
 	if lc.nsubs == 0 {
 		lc.live = cursor{pos: info.Next}
 	}
@@ -93,7 +126,6 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 		}
 		c.sendGap(sb.SubID, start, first-1, reason)
 	}
-	su := &sub{c: c, id: sb.SubID, lc: lc}
 	c.subs[sb.SubID] = su
 	lc.addSub(su, first)
 	if first != lc.live.pos {
@@ -105,6 +137,11 @@ func (l *loop) unsubscribe(c *conn, reqID, subID uint32) {
 	su := c.subs[subID]
 	if su == nil {
 		c.sendError(reqID, wire.CodeUnknownSubscription, fmt.Sprintf("no subscription %d", subID))
+		return
+	}
+	if su.pending {
+		// SUBSCRIBED is not sent yet: answer both in order when it is.
+		su.cancel, su.cancelReq = true, reqID
 		return
 	}
 	delete(c.subs, subID)
