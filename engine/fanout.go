@@ -164,17 +164,17 @@ type loopChan struct {
 
 // sub is one subscription of one connection.
 type sub struct {
-	c        *conn
-	id       uint32
-	lc       *loopChan
+	c  *conn
+	id uint32
+	lc *loopChan
 	// pending: SUBSCRIBE waits for the manager's answer (cluster);
 	// cancel records an UNSUBSCRIBE (cancelReq) that arrived meanwhile.
 	pending   bool
 	cancel    bool
 	cancelReq uint32
-	cur      cursor // used while catching up
-	skipping bool   // slow: messages from skipFrom on were not sent
-	skipFrom uint64
+	cur       cursor // used while catching up
+	skipping  bool   // slow: messages from skipFrom on were not sent
+	skipFrom  uint64
 }
 
 // cursor is a read position in a channel and the streamlet holding it.
