@@ -147,6 +147,14 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 			t.Fatalf("subscriber on %s started at %d, after the first publish %d", x.name, x.sub.First, pos[0])
 		}
 	}
+	// Every byte the gateway held for peer hosts was given back.
+	for _, s := range nodes {
+		onLoops(t, s, func(l *loop) {
+			if l.remoteBytes != 0 {
+				t.Errorf("node %s loop %d still counts %d bytes for peer hosts", s.opts.ServerName, l.idx, l.remoteBytes)
+			}
+		})
+	}
 	// The channel's streamlets rotated across the nodes other than its
 	// manager.
 	info, _ := a.route.Info(ch, false)

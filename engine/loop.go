@@ -44,6 +44,10 @@ type loop struct {
 	// discarded.
 	run pubRun
 
+	// remoteBytes counts the publish bytes this loop holds for peer
+	// hosts (remotewrite.go), bounded by maxLoopPend.
+	remoteBytes int
+
 	// node-to-node scratch (peer.go)
 	peerPayloads [][]byte
 	peerPos      []uint64

@@ -12,9 +12,14 @@ import (
 // peerConn is the state of an inbound connection from a peer node (the
 // acceptor side of PROTOCOL.md 9), owned by the connection's loop.
 type peerConn struct {
-	name  string
-	feeds map[uint64]*feed // streamlets this peer reads, by id
+	name     string
+	feeds    map[uint64]*feed // streamlets this peer reads, by id
+	requests int              // NODE_REQUESTs being served
 }
+
+// maxPeerRequests bounds the NODE_REQUESTs served at once for one peer
+// connection; more are answered OVERLOAD at once.
+const maxPeerRequests = 256
 
 // feed streams one hosted streamlet to one peer's copy. It is owned by
 // the peer connection's loop; scheduled is set by whichever goroutine
@@ -100,11 +105,20 @@ func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
 			c.ownEnd(s, k)
 			return
 		}
+		if c.peer.requests >= maxPeerRequests {
+			s, k := c.ownStart()
+			c.scratch = wire.AppendNodeResponse(c.scratch, h.ID, wire.NodeOverload, nil,
+				fmt.Sprintf("more than %d requests in progress", maxPeerRequests))
+			c.ownEnd(s, k)
+			return
+		}
+		c.peer.requests++
 		ob = append([]byte(nil), ob...) // gnet's buffer is reused
 		peer, id := c.peer.name, h.ID
 		go func() {
 			status, res, text := cl.serve(peer, op, ob)
 			l.execute(func() {
+				c.peer.requests--
 				if c.closed || c.closing {
 					return
 				}

@@ -31,6 +31,10 @@ func (b *rbatch) len() int { return len(b.ids) }
 // in flight; publishes beyond it are refused with UNAVAILABLE.
 const maxPend = 8 << 20
 
+// maxLoopPend bounds the bytes one loop holds for peer hosts over all
+// channels (queued, pending or in flight).
+const maxLoopPend = 64 << 20
+
 // maxRemoteBatch bounds the record bytes of one NODE_APPEND.
 const maxRemoteBatch = 1 << 20
 
@@ -46,6 +50,12 @@ func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) 
 			fmt.Sprintf("more than %d bytes wait for the host of %q", maxPend, lc.name))
 		return
 	}
+	if lc.l.remoteBytes > maxLoopPend {
+		c.sendError(id, wire.CodeUnavailable,
+			fmt.Sprintf("more than %d bytes wait for peer hosts on this event loop", maxLoopPend))
+		return
+	}
+	lc.l.remoteBytes += wire.RecordHeaderLen + len(payload)
 	if lc.pend == nil {
 		lc.pend = &rbatch{}
 	}
@@ -112,7 +122,7 @@ func (lc *loopChan) onGrant(g Grant, err error) {
 		b := lc.pend
 		if b.tries++; b.tries > 8 || !errors.Is(err, errStreamletClosed) {
 			lc.pend = nil
-			lc.failBatch(b, 0, wire.CodeUnavailable, err.Error())
+			lc.failBatch(b, wire.CodeUnavailable, err.Error())
 		}
 	}
 	lc.pump()
@@ -166,7 +176,7 @@ func (lc *loopChan) pump() {
 		})
 		if err != nil {
 			lc.inflight = nil
-			lc.failBatch(b, 0, wire.CodeUnavailable, err.Error())
+			lc.failBatch(b, wire.CodeUnavailable, err.Error())
 		}
 	}
 }
@@ -192,7 +202,7 @@ func (lc *loopChan) retire(b *rbatch) {
 	lc.rg = nil
 	b.tries++
 	if b.tries > 8 {
-		lc.failBatch(b, 0, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
+		lc.failBatch(b, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
 		return
 	}
 	lc.pend = lc.prepend(b, lc.pend)
@@ -236,12 +246,18 @@ func (lc *loopChan) appended(b *rbatch, g *Grant, res wire.NodeAppended, err err
 		if lc.rg == g {
 			lc.rg, lc.wAfter = nil, g.Streamlet
 		}
-		lc.failBatch(b, 0, wire.CodeUnavailable, "outcome unknown: the streamlet's host failed: "+err.Error())
+		lc.failBatch(b, wire.CodeUnavailable, "outcome unknown: the streamlet's host failed: "+err.Error())
 		lc.pump()
 		return
 	}
 	done := min(int(res.Done), b.len())
 	lc.ack(b, 0, done, res.First)
+	off := 0
+	for i := 0; i < done; i++ {
+		_, r, _ := wire.NextRecord(b.run[off:])
+		off = len(b.run) - len(r)
+	}
+	lc.l.remoteBytes -= off
 	if done < b.len() {
 		if lc.rg == g {
 			lc.rg, lc.wAfter = nil, g.Streamlet
@@ -250,14 +266,9 @@ func (lc *loopChan) appended(b *rbatch, g *Grant, res wire.NodeAppended, err err
 		if done == 0 { // no progress: count the failed grant
 			rest.tries = b.tries + 1
 		}
-		off := 0
-		for i := 0; i < done; i++ {
-			_, r, _ := wire.NextRecord(b.run[off:])
-			off = len(b.run) - len(r)
-		}
 		rest.run = b.run[off:]
 		if rest.tries > 8 {
-			lc.failBatch(rest, 0, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
+			lc.failBatch(rest, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
 		} else {
 			lc.pend = lc.prepend(rest, lc.pend)
 		}
@@ -282,9 +293,10 @@ func (lc *loopChan) ack(b *rbatch, from, to int, first uint64) {
 	lc.lastUse = l.now
 }
 
-// failBatch answers records [from:] of b with an ERROR.
-func (lc *loopChan) failBatch(b *rbatch, from int, code wire.Code, text string) {
-	for i := from; i < b.len(); i++ {
+// failBatch answers every record of b with an ERROR.
+func (lc *loopChan) failBatch(b *rbatch, code wire.Code, text string) {
+	lc.l.remoteBytes -= len(b.run)
+	for i := 0; i < b.len(); i++ {
 		b.conns[i].sendError(b.ids[i], code, text)
 	}
 }
@@ -304,6 +316,7 @@ func (lc *loopChan) appendLocal(b *rbatch) {
 			break
 		}
 		l.srv.host.appended.Add(1)
+		l.remoteBytes -= wire.RecordHeaderLen + len(rec)
 		lc.ack(b, i, i+1, pos)
 		i++
 		run = rest
@@ -314,7 +327,7 @@ func (lc *loopChan) appendLocal(b *rbatch) {
 			tail.tries = b.tries + 1
 		}
 		if tail.tries > 8 {
-			lc.failBatch(tail, 0, wire.CodeUnavailable, fmt.Sprintf("no streamlet of %q takes writes", lc.name))
+			lc.failBatch(tail, wire.CodeUnavailable, fmt.Sprintf("no streamlet of %q takes writes", lc.name))
 		} else {
 			lc.pend = lc.prepend(tail, lc.pend)
 		}
