@@ -247,7 +247,9 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 		return
 	}
 	if !c.hello {
-		if h.Type == wire.TypeNodeHello {
+		if h.Type == wire.TypeNodeHello && l.srv.cl != nil {
+			// Only a cluster node takes node connections; a single node
+			// answers NODE_HELLO like any other frame before HELLO.
 			l.nodeHello(c, body)
 			return
 		}

@@ -52,10 +52,7 @@ func (l *loop) nodeHello(c *conn, body []byte) {
 		c.sendError(0, wire.CodeUnsupportedVersion, fmt.Sprintf("node protocol %d, this node speaks %d", h.Version, wire.NodeVersion))
 		return
 	}
-	secret := ""
-	if srv.opts.Cluster != nil {
-		secret = srv.opts.Cluster.Secret
-	}
+	secret := srv.opts.Cluster.Secret
 	if secret == "" && srv.opts.Auth != nil {
 		c.sendError(0, wire.CodeUnauthenticated, "node connections need a cluster secret on this server")
 		return
@@ -98,13 +95,7 @@ func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
 			c.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
-		cl := l.srv.cl
-		if cl == nil {
-			s, k := c.ownStart()
-			c.scratch = wire.AppendNodeResponse(c.scratch, h.ID, wire.NodeFailed, nil, "not a cluster node")
-			c.ownEnd(s, k)
-			return
-		}
+		cl := l.srv.cl // set: only cluster nodes take node connections
 		if c.peer.requests >= maxPeerRequests {
 			s, k := c.ownStart()
 			c.scratch = wire.AppendNodeResponse(c.scratch, h.ID, wire.NodeOverload, nil,
