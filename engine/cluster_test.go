@@ -516,3 +516,37 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
+	hello := func(secret string) []byte {
+		return wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "x",
+			ClientAddr: "127.0.0.1:1", Proof: nodeProof(secret, "x")})
+	}
+	single := startTest(t, nil)
+	c := dialRaw(t, single.Addr())
+	c.write(hello(""))
+	if e := c.expectError(); e.Code != wire.CodeHelloRequired {
+		t.Fatalf("single node answered NODE_HELLO with %v, want HELLO_REQUIRED", e)
+	}
+	node := startNode(t, "s", nil, func(o *Options) { o.Cluster.Secret = "right" })
+	for _, secret := range []string{"", "wrong"} {
+		c := dialRaw(t, node.Addr())
+		c.write(hello(secret))
+		if e := c.expectError(); e.Code != wire.CodeUnauthenticated {
+			t.Fatalf("proof under %q answered %v, want UNAUTHENTICATED", secret, e)
+		}
+		c.expectClosed()
+	}
+	c = dialRaw(t, node.Addr())
+	c.write(hello("right"))
+	if h, body := c.next(); h.Type != wire.TypeNodeWelcome {
+		t.Fatalf("right proof answered %s", describe(h, body))
+	}
+	o := DefaultOptions()
+	o.ServerName = "n"
+	o.Auth = &AuthConfig{}
+	o.Cluster = &ClusterOptions{Listen: "127.0.0.1:0"}
+	if err := o.Validate(); err == nil {
+		t.Fatal("a cluster with client authentication and no secret was accepted")
+	}
+}
