@@ -118,23 +118,29 @@ func (c *cluster) skew() time.Duration {
 	return time.Second
 }
 
-// startCluster joins the cluster; the server's client listener is up.
-func (s *Server) startCluster() error {
+// newCluster sets up the cluster layer before the event loops start (the
+// loops read Server.cl); startCluster then joins the membership.
+func (s *Server) newCluster() {
 	o := *s.opts.Cluster
-	c := &cluster{srv: s, self: s.opts.ServerName, opts: o, clientAddr: o.ClientAdvertise,
-		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*link),
-		dialMu: make(map[string]*sync.Mutex), changed: make(chan struct{}, 1), stop: make(chan struct{})}
-	if c.clientAddr == "" {
-		c.clientAddr = s.addr
-	}
 	if o.Capacity <= 0 {
 		o.Capacity = float64(runtime.NumCPU())
-		c.opts.Capacity = o.Capacity
 	}
-	c.meta = nodeMeta{Client: c.clientAddr, Cap: o.Capacity}
+	c := &cluster{srv: s, self: s.opts.ServerName, opts: o,
+		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*link),
+		dialMu: make(map[string]*sync.Mutex), changed: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.cl = c
 	s.mgr.cl = c
 	s.route = &clusterRouter{c}
+}
+
+// startCluster joins the cluster; the server's client listener is up.
+func (s *Server) startCluster() error {
+	c, o := s.cl, s.cl.opts
+	c.clientAddr = o.ClientAdvertise
+	if c.clientAddr == "" {
+		c.clientAddr = s.addr
+	}
+	c.meta = nodeMeta{Client: c.clientAddr, Cap: o.Capacity}
 	ml, err := membership.Start(membership.Config{
 		Name: c.self, BindAddr: o.Listen, AdvertiseAddr: o.Advertise, Join: o.Join,
 		Secret: []byte(o.Secret), Meta: c.encodeMeta,

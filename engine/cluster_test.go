@@ -64,14 +64,7 @@ func kill(s *Server) {
 	<-s.tickDone
 	close(s.cl.stop)
 	_ = s.cl.ml.Shutdown()
-	s.cl.mu.Lock()
-	links := s.cl.links
-	s.cl.links = map[string]*link{}
-	s.cl.mu.Unlock()
-	for _, l := range links {
-		_ = l.conn.Close()
-	}
-	_ = s.eng.Stop(context.Background())
+	_ = s.eng.Stop(context.Background()) // closes every socket, links included
 	<-s.done
 }
 

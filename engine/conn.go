@@ -42,8 +42,10 @@ type conn struct {
 
 	sec connSec // identity, permissions, rate limit, activity (auth.go)
 
-	// peer is set when the connection is from a peer node (peer.go).
+	// peer is set when the connection is from a peer node (peer.go);
+	// link when it is this node's connection to a peer (link.go).
 	peer *peerConn
+	link *link
 }
 
 // outbound is the number of bytes waiting to be written to the peer.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"log/slog"
 	"net"
 	"syscall"
@@ -26,7 +27,7 @@ func startTest(t testing.TB, mutate func(*Options)) *Server {
 	o := DefaultOptions()
 	o.Listen = "127.0.0.1:0"
 	o.Loops = 2
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Logger = slog.New(slog.NewTextHandler(testLogOut(), nil))
 	if mutate != nil {
 		mutate(&o)
 	}
@@ -563,4 +564,13 @@ func dumpChannel(t testing.TB, s *Server, ch string) {
 				su.id, su.skipping, su.skipFrom, su.cur.pos, su.c.outbound(), su.c.closing, su.c.closed)
 		}
 	})
+}
+
+// testLogOut is where test servers log: nowhere, unless SLUICE_TEST_LOG
+// is set (debugging).
+func testLogOut() io.Writer {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
 }

@@ -100,6 +100,12 @@ func (l *loop) end() {
 	// leaves room for that.
 	hard := 2*l.srv.opts.OutboundLimit + maxBatch + 64
 	for _, c := range l.dirty {
+		if c.link != nil {
+			if !c.closing && c.outbound() > linkBacklog {
+				c.link.fail(fmt.Errorf("%w: %s does not read (%d bytes pending)", errLinkDown, c.link.node, c.outbound()))
+			}
+			continue
+		}
 		if !c.closing && c.outbound() > hard {
 			// The peer does not read (e.g. a publisher ignoring its acks):
 			// bound its memory by closing it.
@@ -182,6 +188,9 @@ func (l *loop) cleanup(c *conn) {
 	if c.peer != nil {
 		closePeer(c)
 	}
+	if c.link != nil {
+		c.link.close(fmt.Errorf("%w: %s: connection closed", errLinkDown, c.link.node))
+	}
 	for _, s := range c.subs {
 		if !s.pending {
 			s.lc.removeSub(s)
@@ -198,6 +207,12 @@ func (l *loop) cleanup(c *conn) {
 // is checked before its bytes are waited for, so at most HeaderLen+maxBody
 // bytes of one frame are ever buffered.
 func (l *loop) traffic(c *conn) gnet.Action {
+	if c.link != nil {
+		l.begin()
+		l.linkTraffic(c)
+		l.end()
+		return gnet.None
+	}
 	l.begin()
 	c.noteInput(l.now)
 	buf, _ := c.gc.Peek(-1)
@@ -465,7 +480,9 @@ func (l *loop) sweep() {
 			c.sendError(0, wire.CodeHandshakeTimeout,
 				fmt.Sprintf("no HELLO within %v", l.srv.opts.HandshakeTimeout))
 		}
-		l.checkIdle(c)
+		if c.link == nil { // a link's liveness is its requests' timeouts
+			l.checkIdle(c)
+		}
 	}
 	idle := l.now - int64(time.Second)
 	for name, lc := range l.chans {

@@ -95,6 +95,9 @@ func Start(opts Options) (*Server, error) {
 	s.route = s.mgr
 	s.mirrors = newMirrorSet(s)
 	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
+	if opts.Cluster != nil {
+		s.newCluster()
+	}
 
 	h := &handler{srv: s}
 	go func() {
@@ -368,6 +371,18 @@ func boundAddr(eng gnet.Engine) (string, error) {
 
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := h.srv
+	if lk, ok := gc.Context().(*link); ok {
+		// An outbound node link enrolled by dialLink (link.go).
+		l := s.loopOf(gc.EventLoop())
+		c := l.open(gc)
+		s.conns.Add(1)
+		c.hello, c.link = true, lk
+		if !lk.attach(c) {
+			c.closing = true
+			return nil, gnet.Close
+		}
+		return nil, gnet.None
+	}
 	br, _ := gc.Context().(*bridged) // set by the TLS bridge (tls.go)
 	l := s.loopOf(gc.EventLoop())
 	c := l.open(gc)

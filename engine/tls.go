@@ -46,17 +46,18 @@ const maxTLSHandshakes = 1024
 // frees the goroutine.
 const bridgeWriteTimeout = time.Minute
 
-// tlsGnetOptions are the gnet options the TLS bridge needs. Enrolling a
+// tlsGnetOptions are the gnet options the TLS bridge and the cluster's
+// node links need (both enroll connections). Enrolling a
 // connection (Engine.Register) picks a loop with gnet's load balancer from
-// the bridge's goroutines, concurrently with gnet's own acceptor: the
-// round-robin balancer keeps an unsynchronised counter, the
-// least-connections one only reads atomic counts, so a server with a TLS
-// listener uses the latter. The ticker's first call (OnTick) tells the
-// bridge that gnet has registered its loops (the balancer's list is
+// the bridge's (or the link dialer's) goroutines, concurrently with gnet's
+// own acceptor: the round-robin balancer keeps an unsynchronised counter,
+// the least-connections one only reads atomic counts, so such a server
+// uses the latter. The ticker's first call (OnTick) tells them that gnet
+// has registered its loops (the balancer's list is
 // written before the ticker goroutine starts).
 func (s *Server) tlsGnetOptions() []gnet.Option {
-	if s.opts.TLSListen == "" {
-		return nil
+	if s.opts.TLSListen == "" && s.opts.Cluster == nil {
+		return nil // nothing is ever enrolled: gnet's defaults
 	}
 	s.loopsUp = make(chan struct{})
 	return []gnet.Option{gnet.WithLoadBalancing(gnet.LeastConnections), gnet.WithTicker(true)}
