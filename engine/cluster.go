@@ -871,10 +871,16 @@ type MemberStatus struct {
 func (c *cluster) status() Status {
 	st := Status{Node: c.self}
 	c.mu.RLock()
-	snap := c.snap
 	down := make(map[string]bool, len(c.down))
 	for n := range c.down {
 		down[n] = true
+	}
+	loads := make(map[string]float64)
+	if c.snap != nil { // Commit changes loads under c.mu
+		for i := 0; i < c.snap.Len(); i++ {
+			n, l := c.snap.Node(i)
+			loads[string(n.ID)] = l
+		}
 	}
 	c.mu.RUnlock()
 	for _, m := range c.ml.All() {
@@ -892,9 +898,7 @@ func (c *cluster) status() Status {
 		}
 		ms.Client, ms.Capacity, ms.Streamlets, ms.Channels = meta.Client, meta.Cap, meta.Streamlets, meta.Channels
 		ms.Conns, ms.MsgsIn, ms.BytesIn = meta.Conns, meta.MsgsIn, meta.BytesIn
-		if snap != nil {
-			ms.Load, _ = snap.Load(placement.NodeID(m.Name))
-		}
+		ms.Load = loads[m.Name]
 		st.Members = append(st.Members, ms)
 	}
 	return st
