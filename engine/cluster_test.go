@@ -228,7 +228,7 @@ func publishTolerant(c *rawConn, ch string, i int) (outcome, error) {
 // checkSurvivor verifies what a subscriber saw against what was acked:
 // order, no duplicates, only GAP lost, and every acked position either
 // delivered with the right payload or inside an announced gap.
-func checkSurvivor(t *testing.T, evs []event, subID uint32, acked map[uint64]int) {
+func checkSurvivor(t *testing.T, evs []event, subID uint32, acked map[uint64]int) []wire.Gap {
 	t.Helper()
 	var next uint64
 	got := map[uint64]string{}
@@ -275,12 +275,13 @@ func checkSurvivor(t *testing.T, evs []event, subID uint32, acked map[uint64]int
 		lost++
 	}
 	t.Logf("%d messages delivered, %d acked ones announced lost in %d gaps", len(got), lost, len(gaps))
+	return gaps
 }
 
 // failoverRun publishes on a, subscribes on b, kills victim after a third
 // of the messages and checks that publishing resumes and that b's
 // subscriber saw everything acked except announced losses.
-func failoverRun(t *testing.T, a, b, victim *Server, ch string) {
+func failoverRun(t *testing.T, a, b, victim *Server, ch string, ready func() bool) []wire.Gap {
 	sub, _ := helloRaw(t, b.Addr())
 	sub.subscribe(1, ch, wire.StartLive, 0)
 	pub, _ := helloRaw(t, a.Addr())
@@ -289,12 +290,14 @@ func failoverRun(t *testing.T, a, b, victim *Server, ch string) {
 	failed, afterKill := 0, 0
 	deadline := time.Now().Add(30 * time.Second)
 	const n = 600
-	for i := 0; i < n || afterKill < 100; i++ {
+	killed := false
+	for i := 0; i < n || afterKill < 100 || !killed; i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("publishing did not resume: %d failures, %d acked after the kill", failed, afterKill)
+			t.Fatalf("publishing did not resume: killed %v, %d failures, %d acked after the kill", killed, failed, afterKill)
 		}
-		if i == n/3 {
+		if !killed && i >= n/3 && (ready == nil || ready()) {
 			kill(victim)
+			killed = true
 		}
 		o, err := publishTolerant(pub, ch, i)
 		if err != nil {
@@ -312,7 +315,7 @@ func failoverRun(t *testing.T, a, b, victim *Server, ch string) {
 		}
 		last = o.pos
 		acked[o.pos] = i
-		if i > n/3 {
+		if killed {
 			afterKill++
 		}
 	}
@@ -320,8 +323,9 @@ func failoverRun(t *testing.T, a, b, victim *Server, ch string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSurvivor(t, evs, 1, acked)
+	gaps := checkSurvivor(t, evs, 1, acked)
 	t.Logf("%d publishes failed with UNAVAILABLE around the kill", failed)
+	return gaps
 }
 
 func TestCluster_HostDiesDuringPublish(t *testing.T) {
@@ -329,7 +333,17 @@ func TestCluster_HostDiesDuringPublish(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	// a manages the channel, so its streamlets live on b and c; c dies.
 	ch := channelManagedBy(t, a, "a", "hostdeath")
-	failoverRun(t, a, b, c, ch)
+	// Kill c while it hosts the channel's open streamlet.
+	gaps := failoverRun(t, a, b, c, ch, func() bool {
+		info, _ := a.mgr.Info(ch, false)
+		n := len(info.Streamlets)
+		if n == 0 {
+			return false
+		}
+		open := info.Streamlets[n-1]
+		held := info.Next - open.First
+		return !open.Closed && open.Host == "c" && held > 0 && held < 90
+	})
 	info, _ := a.route.Info(ch, false)
 	lost := 0
 	for _, r := range info.Streamlets {
@@ -343,13 +357,21 @@ func TestCluster_HostDiesDuringPublish(t *testing.T) {
 	if lost == 0 {
 		t.Fatalf("no streamlet marked lost in %+v", info.Streamlets)
 	}
+	// The open streamlet died part full: the subscriber got what its
+	// copy held and GAP lost for the rest of the streamlet's range.
+	for _, r := range info.Streamlets {
+		if r.Lost && len(gaps) == 1 && gaps[0].To == r.End-1 && gaps[0].From > r.First {
+			return
+		}
+	}
+	t.Fatalf("gaps %v do not end the lost streamlet of %+v", gaps, info.Streamlets)
 }
 
 func TestCluster_ManagerDiesDuringPublish(t *testing.T) {
 	nodes := startCluster3(t, nil)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "c", "mgrdeath")
-	failoverRun(t, a, b, c, ch)
+	failoverRun(t, a, b, c, ch, nil)
 	if m, _ := a.cl.managerOf(ch); m == "c" {
 		t.Fatalf("dead node still manages %q", ch)
 	}
