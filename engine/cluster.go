@@ -79,7 +79,9 @@ type cluster struct {
 	self       string
 	opts       ClusterOptions
 	clientAddr string
-	ml         *membership.Node
+	// ml is set once membership started; the loops serve peers (status)
+	// before that.
+	ml atomic.Pointer[membership.Node]
 
 	mu      sync.RWMutex
 	members map[string]member // alive members, self included
@@ -150,7 +152,7 @@ func (s *Server) startCluster() error {
 	if err != nil {
 		return fmt.Errorf("engine: cluster: %w", err)
 	}
-	c.ml = ml
+	c.ml.Store(ml)
 	c.refresh()
 	c.wg.Add(1)
 	go c.run()
@@ -208,7 +210,7 @@ func (c *cluster) report(dt time.Duration) {
 	c.meta.BytesIn = float64(bytes-c.lastBytes) / sec
 	c.metaMu.Unlock()
 	c.lastIn, c.lastBytes = in, bytes
-	_ = c.ml.UpdateMeta(time.Second)
+	_ = c.ml.Load().UpdateMeta(time.Second)
 }
 
 // refresh rebuilds the view from membership: members that left are
@@ -217,7 +219,7 @@ func (c *cluster) report(dt time.Duration) {
 func (c *cluster) refresh() {
 	now := time.Now().UnixNano()
 	seen := make(map[string]member)
-	for _, m := range c.ml.Members() {
+	for _, m := range c.ml.Load().Members() {
 		if m.State != membership.Alive {
 			continue
 		}
@@ -591,8 +593,8 @@ func (c *cluster) notify(channel string, nodes []string) {
 // shutdown leaves the cluster and closes the links.
 func (c *cluster) shutdown() {
 	close(c.stop)
-	_ = c.ml.Leave(time.Second)
-	_ = c.ml.Shutdown()
+	_ = c.ml.Load().Leave(time.Second)
+	_ = c.ml.Load().Shutdown()
 	c.wg.Wait()
 	c.mu.Lock()
 	links := c.links
@@ -883,7 +885,11 @@ func (c *cluster) status() Status {
 		}
 	}
 	c.mu.RUnlock()
-	for _, m := range c.ml.All() {
+	ml := c.ml.Load()
+	if ml == nil {
+		return st // still joining
+	}
+	for _, m := range ml.All() {
 		ms := MemberStatus{Name: m.Name, State: m.State.String(), Gossip: m.Addr}
 		var meta nodeMeta
 		if m.Local {

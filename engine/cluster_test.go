@@ -29,7 +29,7 @@ func startNode(t testing.TB, name string, join []string, mutate func(*Options)) 
 func startCluster3(t testing.TB, mutate func(*Options)) []*Server {
 	t.Helper()
 	a := startNode(t, "a", nil, mutate)
-	seed := []string{a.cl.ml.Addr()}
+	seed := []string{a.cl.ml.Load().Addr()}
 	b := startNode(t, "b", seed, mutate)
 	c := startNode(t, "c", seed, mutate)
 	nodes := []*Server{a, b, c}
@@ -63,7 +63,7 @@ func kill(s *Server) {
 	close(s.tickStop)
 	<-s.tickDone
 	close(s.cl.stop)
-	_ = s.cl.ml.Shutdown()
+	_ = s.cl.ml.Load().Shutdown()
 	_ = s.eng.Stop(context.Background()) // closes every socket, links included
 	<-s.done
 }
@@ -383,7 +383,7 @@ func TestCluster_RestartedNodeRejoinsAndHosts(t *testing.T) {
 	a, c := nodes[0], nodes[2]
 	kill(c)
 	eventually(t, waitFor, "a sees c gone", func() bool { return a.cl.alive() == 2 })
-	c2 := startNode(t, "c", []string{a.cl.ml.Addr()}, nil)
+	c2 := startNode(t, "c", []string{a.cl.ml.Load().Addr()}, nil)
 	eventually(t, waitFor, "c rejoined", func() bool { return a.cl.alive() == 3 && c2.cl.alive() == 3 })
 	pub, _ := helloRaw(t, a.Addr())
 	// Channels managed by a put their streamlets on b or c: some on c.
