@@ -4,7 +4,9 @@
 // name of a flag (without the dashes) and the same meaning and syntax
 // (sizes like "2MiB", durations like "4s"). Tables add what a command line
 // cannot say well: [auth] (tokens, roles, permissions), [[channel-rules]]
-// (limits per channel prefix) and [cluster] (reserved). Unknown keys are
+// (limits per channel prefix) and [cluster] (cluster mode: gossip address,
+// seeds, shared secret; its keys are the --cluster-* flags without the
+// prefix, plus join and client-advertise). Unknown keys are
 // errors, and every error names the key and the problem. Defaults are
 // engine.DefaultOptions; a flag given on the command line wins over the
 // file. See sluice.example.toml at the repository root.
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -37,10 +40,31 @@ type Serve struct {
 	Options         engine.Options
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
-	// ClusterSecret is the shared secret of cluster links (key
-	// cluster.secret). Reserved: there are no cluster links yet, so it is
-	// only validated.
-	ClusterSecret string
+	// Cluster is the [cluster] table. Cluster mode is on when
+	// Cluster.Listen is set; Options.Cluster stays nil here and
+	// EngineOptions fills it in. Cluster.Secret may be set without
+	// Listen (it is then unused).
+	Cluster engine.ClusterOptions
+	// NameSet reports that the file set the node name (key name), as
+	// opposed to keeping the default.
+	NameSet bool
+}
+
+// ClusterOn reports whether the configuration runs a cluster node.
+func (s *Serve) ClusterOn() bool { return s.Cluster.Listen != "" }
+
+// EngineOptions returns the engine options of s: Options with
+// Options.Cluster pointing to a copy of Cluster when cluster mode is on,
+// and nil otherwise. The Join slice is copied too.
+func (s *Serve) EngineOptions() engine.Options {
+	o := s.Options
+	o.Cluster = nil
+	if s.ClusterOn() {
+		c := s.Cluster
+		c.Join = append([]string(nil), c.Join...)
+		o.Cluster = &c
+	}
+	return o
 }
 
 // Default returns the serve defaults: engine.DefaultOptions, log level
@@ -108,7 +132,15 @@ type tokenTab struct {
 }
 
 type clusterTab struct {
-	Secret string `toml:"secret"`
+	Listen          *string   `toml:"listen"`
+	Advertise       *string   `toml:"advertise"`
+	ClientAdvertise *string   `toml:"client-advertise"`
+	Join            []string  `toml:"join"`
+	Secret          *string   `toml:"secret"`
+	Capacity        *float64  `toml:"capacity"`
+	RPCTimeout      *Duration `toml:"rpc-timeout"`
+	ClockSkew       *Duration `toml:"clock-skew"`
+	ReportInterval  *Duration `toml:"report-interval"`
 }
 
 // MinClusterSecret is the shortest accepted cluster.secret, in bytes.
@@ -272,6 +304,9 @@ func (f *file) apply(dst *Serve) error {
 	set(&o.Listen, f.Listen)
 	seti(&o.Loops, f.Loops)
 	set(&o.ServerName, f.Name)
+	if f.Name != nil {
+		dst.NameSet = true
+	}
 	seti(&o.LimitMsgs, f.LimitMsgs)
 	sets(&o.LimitSize, f.LimitSize)
 	setd(&o.LimitLife, f.LimitLife)
@@ -322,8 +357,21 @@ func (f *file) apply(dst *Serve) error {
 		}
 		o.Auth = a
 	}
-	if f.Cluster != nil {
-		dst.ClusterSecret = f.Cluster.Secret
+	if c := f.Cluster; c != nil {
+		d := &dst.Cluster
+		set(&d.Listen, c.Listen)
+		set(&d.Advertise, c.Advertise)
+		set(&d.ClientAdvertise, c.ClientAdvertise)
+		if c.Join != nil {
+			d.Join = append([]string(nil), c.Join...)
+		}
+		set(&d.Secret, c.Secret)
+		if c.Capacity != nil {
+			d.Capacity = *c.Capacity
+		}
+		setd(&d.RPCTimeout, c.RPCTimeout)
+		setd(&d.ClockSkew, c.ClockSkew)
+		setd(&d.ReportInterval, c.ReportInterval)
 	}
 	return nil
 }
@@ -334,11 +382,53 @@ func Validate(s *Serve) error {
 	if s.ShutdownTimeout <= 0 {
 		return keyErr("shutdown-timeout", "must be positive, got %v", s.ShutdownTimeout)
 	}
-	if s.ClusterSecret != "" && len(s.ClusterSecret) < MinClusterSecret {
-		return keyErr("cluster.secret", "%d bytes; a shared secret needs at least %d", len(s.ClusterSecret), MinClusterSecret)
+	c := &s.Cluster
+	if err := checkSecret(c.Secret); err != nil {
+		return err
 	}
-	if err := s.Options.Validate(); err != nil {
+	if !s.ClusterOn() {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{
+			{"advertise", c.Advertise != ""}, {"client-advertise", c.ClientAdvertise != ""}, {"join", len(c.Join) > 0},
+			{"capacity", c.Capacity != 0}, {"rpc-timeout", c.RPCTimeout != 0}, {"clock-skew", c.ClockSkew != 0},
+			{"report-interval", c.ReportInterval != 0},
+		} {
+			if k.set {
+				return keyErr("cluster."+k.key, "set without cluster.listen (--cluster-listen), which turns cluster mode on")
+			}
+		}
+	}
+	o := s.EngineOptions()
+	if err := o.Validate(); err != nil {
 		return Describe(err)
+	}
+	if s.ClusterOn() {
+		return checkGossipAddrs(c)
+	}
+	return nil
+}
+
+// checkGossipAddrs checks what membership needs of the gossip addresses
+// beyond HOST:PORT (which engine.Options.Validate checks): listen binds to
+// an IP literal or to all interfaces; advertise is an IP literal with a
+// port.
+func checkGossipAddrs(c *engine.ClusterOptions) error {
+	if host, _, err := net.SplitHostPort(c.Listen); err == nil && host != "" && net.ParseIP(host) == nil {
+		return keyErr("cluster.listen", "host %q is not an IP address (gossip binds to an IP, or to all interfaces with an empty host)", host)
+	}
+	if c.Advertise == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.Advertise)
+	switch {
+	case err != nil:
+		return keyErr("cluster.advertise", "%q is not IP:PORT: %v", c.Advertise, err)
+	case net.ParseIP(host) == nil:
+		return keyErr("cluster.advertise", "host %q is not an IP address", host)
+	case port == "0" || port == "":
+		return keyErr("cluster.advertise", "%q needs a port other than 0", c.Advertise)
 	}
 	return nil
 }
@@ -356,6 +446,9 @@ var fieldKeys = map[string]string{
 	"Prefix":        "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",
 	"Name": "name", "Publish": "publish", "Subscribe": "subscribe", "Hash": "hash", "Role": "role",
 	"ChannelRules": "channel-rules", "Auth": "auth",
+	"Cluster": "cluster", "Advertise": "advertise", "ClientAdvertise": "client-advertise", "Join": "join",
+	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout", "ClockSkew": "clock-skew",
+	"ReportInterval": "report-interval",
 }
 
 // fieldPart matches one element of an engine field path: a name and an
@@ -420,4 +513,33 @@ func LoadAuth(path string) (*engine.AuthConfig, error) {
 		return nil, fmt.Errorf("%s: %w", path, Describe(err))
 	}
 	return s.Options.Auth, nil
+}
+
+// LoadCluster reads the file at path and returns its [cluster] table
+// (the zero value when it has none). Like LoadAuth, the whole document
+// must parse and have no unknown key, and only the table itself is
+// checked (its secret's length); it is what `sluice cluster status
+// --config` uses to find the secret.
+func LoadCluster(path string) (engine.ClusterOptions, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return engine.ClusterOptions{}, fmt.Errorf("config: %w", err)
+	}
+	s := Default()
+	if err := decode(b, &s); err != nil {
+		return engine.ClusterOptions{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkSecret(s.Cluster.Secret); err != nil {
+		return engine.ClusterOptions{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s.Cluster, nil
+}
+
+// checkSecret checks the length of a cluster secret ("" = none). The
+// error never contains the secret.
+func checkSecret(secret string) error {
+	if secret != "" && len(secret) < MinClusterSecret {
+		return keyErr("cluster.secret", "%d bytes; a shared secret needs at least %d", len(secret), MinClusterSecret)
+	}
+	return nil
 }

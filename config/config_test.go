@@ -74,7 +74,7 @@ secret = "0123456789abcdef0123456789abcdef"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
-	if s.LogLevel != slog.LevelDebug || s.ShutdownTimeout != 4*time.Second || s.ClusterSecret == "" {
+	if s.LogLevel != slog.LevelDebug || s.ShutdownTimeout != 4*time.Second || s.Cluster.Secret == "" || s.ClusterOn() || !s.NameSet {
 		t.Fatalf("serve settings %+v", s)
 	}
 }
@@ -223,6 +223,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("ttl = \"5s\"\n[[auth.roles]]\nname = \"r\"\n")
 	f.Add("max-payload = \"1MiB\"\n[[channel-rules]]\nprefix = \"a\"\n")
+	f.Add("name = \"n\"\n[cluster]\nlisten = \"127.0.0.1:0\"\njoin = [\"127.0.0.1:1\"]\ncapacity = 2\n")
 	f.Fuzz(func(t *testing.T, doc string) {
 		s := Default()
 		err := Parse([]byte(doc), &s)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -39,7 +40,7 @@ type command struct {
 	run     func(ctx context.Context, std stdio, args []string) int
 }
 
-// commands is the subcommand table: add new ones (e.g. bench, cluster) here.
+// commands is the subcommand table: add new ones here.
 var commands []command
 
 func init() {
@@ -48,6 +49,7 @@ func init() {
 		{"pub", "publish messages to a channel and print their positions", runPub},
 		{"sub", "subscribe to a channel and print its messages", runSub},
 		{"bench", "run load benchmarks against a Sluice server", runBench},
+		{"cluster", "inspect a cluster: 'sluice cluster status' lists its members", runCluster},
 		{"token", "make an authentication token and its hash for the config file", runToken},
 		{"version", "print the version", runVersion},
 		{"help", "show help for sluice or a subcommand", runHelp},
@@ -107,7 +109,8 @@ func runHelp(ctx context.Context, std stdio, args []string) int {
 		usage(std.out)
 		return exitOK
 	}
-	return cmd.run(ctx, std, []string{"--help"})
+	// "sluice help cluster status" is "sluice cluster status --help".
+	return cmd.run(ctx, std, append(slices.Clone(args[1:]), "--help"))
 }
 
 func runVersion(_ context.Context, std stdio, args []string) int {

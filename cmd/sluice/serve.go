@@ -37,23 +37,44 @@ it every client may do anything, so keep --listen on loopback (a warning is
 logged otherwise). SIGHUP re-reads the file and installs its [auth]:
 connections keep their identity, new permissions apply to their next
 requests, and connections whose token was removed get ERROR
-UNAUTHENTICATED and are closed.`
+UNAUTHENTICATED and are closed.
+
+Cluster mode: --cluster-listen IP:PORT makes the server one node of a
+cluster, gossiping (TCP and UDP) on that address; --join names existing
+members' gossip addresses. Every node needs a unique --node-name (default
+HOSTNAME:PORT) and the same streamlet limits and cluster secret
+(--cluster-secret, $SLUICE_CLUSTER_SECRET or the file's [cluster] secret,
+in that order; required with [auth]). The file's [cluster] table takes the
+same settings: listen, advertise, client-advertise, join, secret, capacity,
+rpc-timeout, clock-skew, report-interval. 'sluice cluster status' shows the
+members. Without --cluster-listen the server is single-node.`
 
 // serveConfig is the parsed serve command line (and configuration file).
 type serveConfig struct {
-	opts            engine.Options
+	opts            engine.Options // Cluster stays nil: see cluster
 	level           slog.Level
 	shutdownTimeout time.Duration
 	configPath      string
-	clusterSecret   string
+	// cluster is the [cluster] table and the --cluster-* flags; cluster
+	// mode is on when cluster.Listen is set.
+	cluster engine.ClusterOptions
+	// nameSet: the node name was given (--name, --node-name or the
+	// file's name key) rather than left at its default.
+	nameSet bool
 }
 
 func fromConfig(c config.Serve) serveConfig {
-	return serveConfig{opts: c.Options, level: c.LogLevel, shutdownTimeout: c.ShutdownTimeout, clusterSecret: c.ClusterSecret}
+	return serveConfig{opts: c.Options, level: c.LogLevel, shutdownTimeout: c.ShutdownTimeout, cluster: c.Cluster, nameSet: c.NameSet}
 }
 
 func (c *serveConfig) toConfig() config.Serve {
-	return config.Serve{Options: c.opts, LogLevel: c.level, ShutdownTimeout: c.shutdownTimeout, ClusterSecret: c.clusterSecret}
+	return config.Serve{Options: c.opts, LogLevel: c.level, ShutdownTimeout: c.shutdownTimeout, Cluster: c.cluster, NameSet: c.nameSet}
+}
+
+// engineOptions returns the options to start the engine with.
+func (c *serveConfig) engineOptions() engine.Options {
+	s := c.toConfig()
+	return s.EngineOptions()
 }
 
 // bindServeFlags defines serve's flags on fs, storing into cfg. Every flag
@@ -63,7 +84,8 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.configPath, "config", cfg.configPath, "read settings from TOML `FILE` (flags given here win); SIGHUP reloads its [auth]")
 	fs.StringVar(&o.Listen, "listen", o.Listen, "`HOST:PORT` to listen on for clients (port 0 picks a free port)")
 	fs.IntVar(&o.Loops, "loops", o.Loops, "number of event loops, `N` (0 = one per CPU)")
-	fs.StringVar(&o.ServerName, "name", o.ServerName, "server `NAME` sent to clients")
+	fs.StringVar(&o.ServerName, "name", o.ServerName, "server `NAME` sent to clients; in a cluster, the node's name (see --node-name)")
+	fs.Var(quietString{&o.ServerName}, "node-name", "the node's unique `NAME` in a cluster, same as --name (default in cluster mode: HOSTNAME:PORT, PORT being --listen's)")
 	fs.IntVar(&o.LimitMsgs, "limit-msgs", o.LimitMsgs, "messages per streamlet, `N`")
 	fs.Var(byteSize{&o.LimitSize}, "limit-size", "stored `BYTES` per streamlet")
 	fs.DurationVar(&o.LimitLife, "limit-life", o.LimitLife, "write lease of a streamlet, `DUR`")
@@ -85,11 +107,13 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "serve /metrics, /healthz and /readyz over HTTP on `HOST:PORT`")
 	fs.Var(logLevel{&cfg.level}, "log-level", "`LEVEL`: debug, info, warn or error")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "how long a graceful shutdown may take, `DUR`")
+	bindClusterFlags(fs, &cfg.cluster)
 }
 
 // parseServe turns serve's flags into engine options (defaults from
-// config.Default, then the --config file, then the other flags) and
-// logging settings, and validates the result.
+// config.Default, then the --config file, then $SLUICE_CLUSTER_SECRET for
+// the cluster secret, then the other flags) and logging settings, fills
+// in a cluster node's default name, and validates the result.
 func parseServe(fs *flag.FlagSet, args []string) (serveConfig, []string, error) {
 	cfg := fromConfig(config.Default())
 	bindServeFlags(fs, &cfg)
@@ -97,6 +121,7 @@ func parseServe(fs *flag.FlagSet, args []string) (serveConfig, []string, error) 
 	if err != nil {
 		return cfg, nil, err
 	}
+	final := fs
 	if cfg.configPath != "" {
 		base := config.Default()
 		if err := config.Load(cfg.configPath, &base); err != nil {
@@ -110,7 +135,25 @@ func parseServe(fs *flag.FlagSet, args []string) (serveConfig, []string, error) 
 		if _, err := parseInterspersed(again, args); err != nil {
 			return cfg, nil, err
 		}
-		cfg = merged
+		cfg, final = merged, again
+	}
+	given := map[string]bool{}
+	final.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["name"] || given["node-name"] {
+		cfg.nameSet = true
+	}
+	if env := os.Getenv(clusterSecretEnv); env != "" && !given["cluster-secret"] {
+		if len(env) < config.MinClusterSecret {
+			return cfg, nil, fmt.Errorf("$%s: %d bytes; a shared secret needs at least %d", clusterSecretEnv, len(env), config.MinClusterSecret)
+		}
+		cfg.cluster.Secret = env
+	}
+	if cfg.cluster.Listen != "" && !cfg.nameSet {
+		name, err := defaultNodeName(cfg.opts.Listen)
+		if err != nil {
+			return cfg, nil, err
+		}
+		cfg.opts.ServerName = name
 	}
 	c := cfg.toConfig()
 	if err := config.Validate(&c); err != nil {
@@ -129,11 +172,16 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 		return usageError(fs, std, fmt.Errorf("unexpected argument %q", pos[0]))
 	}
 	log := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: cfg.level}))
-	cfg.opts.Logger = log
-	if cfg.clusterSecret != "" {
-		log.Info("cluster.secret is set; it is reserved for cluster links, which this version does not have")
+	opts := cfg.engineOptions()
+	opts.Logger = log
+	switch {
+	case opts.Cluster == nil && cfg.cluster.Secret != "":
+		log.Info("a cluster secret is set but cluster mode is off (no --cluster-listen); it is unused")
+	case opts.Cluster != nil && opts.Cluster.Secret == "":
+		log.Warn("cluster mode without a secret: gossip and node links are neither authenticated nor encrypted; set --cluster-secret, $" +
+			clusterSecretEnv + " or [cluster] secret unless the network is trusted")
 	}
-	srv, err := engine.Start(cfg.opts)
+	srv, err := engine.Start(opts)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitFail
@@ -141,7 +189,11 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	log.Info("ready", "addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "metrics_addr", srv.MetricsAddr(), "version", version)
+	attrs := []any{"addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "metrics_addr", srv.MetricsAddr(), "version", version}
+	if st, ok := srv.Cluster(); ok {
+		attrs = append(attrs, "node", st.Node, "gossip_addr", gossipAddr(st))
+	}
+	log.Info("ready", attrs...)
 	for running := true; running; {
 		select {
 		case <-hup:
@@ -205,6 +257,18 @@ func (b byteSize) Set(s string) error {
 
 // parseSize parses "123", "2MiB", "512K", "1.5MB" (see config.ParseSize).
 func parseSize(s string) (int, error) { return config.ParseSize(s) }
+
+// quietString is a flag.Value for a string whose usage text shows no
+// default: a second name of a flag (--node-name), or a secret, which must
+// never be printed.
+type quietString struct{ p *string }
+
+func (q quietString) String() string { return "" }
+
+func (q quietString) Set(v string) error {
+	*q.p = v
+	return nil
+}
 
 // slowPolicy is a flag.Value for engine.SlowPolicy.
 type slowPolicy struct{ p *engine.SlowPolicy }
