@@ -228,9 +228,10 @@ func (cs *chanState) info(openLen int) ChannelInfo {
 
 // rebuildState builds a channel's state from the streamlets its hosts
 // reported, for a manager that took the channel over (its previous manager
-// died or the membership moved it). Every entry must already be final:
-// the caller sealed the open ones (Sealed, Len final) or marked those it
-// could not seal Lost. Only the newest epoch's streamlets are kept.
+// died or the membership moved it). Every entry but the newest must be
+// final: sealed (Len final) or marked Lost; the newest may be open, and
+// then stays the channel's open streamlet. Only the newest epoch's
+// streamlets are kept.
 //
 // Positions are never reused: holes between reported streamlets become
 // lost ranges; when the newest reported streamlet names a successor that
@@ -261,7 +262,20 @@ func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *cha
 	clockBase := cs.next
 	cs.epoch, cs.list = epoch, nil
 	found := make(map[uint64]bool, len(kept))
-	for _, h := range kept {
+	for k, h := range kept {
+		if !h.Sealed && !h.Lost && k == len(kept)-1 {
+			// The newest streamlet is open: it stays open and the
+			// channel continues in it.
+			if n := len(cs.list); n > 0 && cs.list[n-1].End > h.First {
+				continue
+			} else if n > 0 && cs.list[n-1].End < h.First {
+				cs.list = append(cs.list, StreamletRef{First: cs.list[n-1].End, End: h.First, Closed: true, Lost: true, Expires: exp})
+			}
+			cs.list = append(cs.list, StreamletRef{ID: h.ID, Host: h.Host, First: h.First, LeaseEnd: h.LeaseEnd})
+			cs.next = h.First
+			cs.seq = uint64(len(kept))
+			return cs
+		}
 		end := h.First + uint64(h.Len)
 		if h.Lost {
 			end = h.First + uint64(max(h.LimitMsgs, 1))

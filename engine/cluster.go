@@ -762,6 +762,8 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		switch {
 		case errors.Is(err, errUnknownStreamlet):
 			return wire.NodeUnknown, nil, err.Error()
+		case errors.Is(err, errSuccessorTaken):
+			return wire.NodeStale, nil, err.Error()
 		case errors.Is(err, ErrShuttingDown):
 			return wire.NodeShutdown, nil, err.Error()
 		}

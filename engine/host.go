@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -83,17 +84,23 @@ func (s *streamlet) appendLocked(payloads [][]byte, pos []uint64, now int64) int
 }
 
 // seal closes the streamlet for writes and returns its end position.
-// A non-zero succ records the successor (see Host.Seal).
-func (s *streamlet) seal(succ uint64, succHost string) uint64 {
+// A non-zero succ records the successor, unless another one is recorded
+// already (errSuccessorTaken; see Host.Seal).
+func (s *streamlet) seal(succ uint64, succHost string) (uint64, error) {
 	s.mu.Lock()
 	s.buf.Seal()
 	n := s.buf.Len()
-	if succ != 0 {
+	var err error
+	switch {
+	case succ == 0 || s.succ == succ:
+	case s.succ != 0:
+		err = fmt.Errorf("%w: streamlet %d is followed by %d on %s", errSuccessorTaken, s.id, s.succ, s.succHost)
+	default:
 		s.succ, s.succHost = succ, succHost
 	}
 	s.mu.Unlock()
 	s.wakeFeeds()
-	return s.first + uint64(n)
+	return s.first + uint64(n), err
 }
 
 // localHost is the in-process Host: a map of streamlet id to streamlet.
@@ -170,7 +177,7 @@ func (h *localHost) Seal(id, succ uint64, succHost string) (uint64, error) {
 	if s == nil {
 		return 0, errUnknownStreamlet
 	}
-	return s.seal(succ, succHost), nil
+	return s.seal(succ, succHost)
 }
 
 func (h *localHost) Len(id uint64) (int, bool) {

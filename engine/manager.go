@@ -116,7 +116,7 @@ func (m *localManager) get(name string, create bool) *mchan {
 		// A manager that does not know a channel may have taken it over:
 		// its state is rebuilt from the hosts (soft state), outside the
 		// shard lock because it takes network round trips.
-		st = m.rebuild(name)
+		st = m.rebuild(name, create)
 		if !create && len(st.list) == 0 {
 			return nil
 		}
@@ -142,14 +142,24 @@ func (m *localManager) get(name string, create bool) *mchan {
 	return mc
 }
 
-// rebuild gathers the channel's streamlets from every live node, seals the
-// open ones (fencing writers under grants of an earlier manager) and builds
-// the state from them.
-func (m *localManager) rebuild(name string) *chanState {
+// rebuild gathers the channel's streamlets from every live node and builds
+// the state from them. The newest streamlet stays open if it is: its
+// writers continue under their grants, and it is sealed like any other
+// when its lease ends or a writer asks for a new grant. Older open ones
+// (only a split brain leaves two) are sealed. Nothing is sealed for a
+// lookup that does not create (an INFO from a peer with a stale view must
+// not cut the real manager's writers off).
+func (m *localManager) rebuild(name string, create bool) *chanState {
 	hs := m.cl.listAll(name)
+	newest := -1
+	for i := range hs {
+		if newest < 0 || hs[i].First > hs[newest].First {
+			newest = i
+		}
+	}
 	for i := range hs {
 		h := &hs[i]
-		if h.Sealed {
+		if h.Sealed || i == newest || !create {
 			continue
 		}
 		host := m.hostOf(h.Host)
@@ -176,11 +186,29 @@ func (m *localManager) lockLive(name string, create bool) *mchan {
 			return nil
 		}
 		mc.mu.Lock()
-		if !mc.dead {
+		if !mc.dead && !mc.unmanaged {
 			return mc
 		}
+		stale := !mc.dead
 		mc.mu.Unlock()
+		if stale {
+			m.forget(mc)
+		}
 	}
+}
+
+// forget drops a channel whose state another manager took over (no
+// tombstone, nothing freed); the next lookup rebuilds it.
+func (m *localManager) forget(mc *mchan) {
+	sh := &m.shards[m.shard(mc.name)]
+	sh.mu.Lock()
+	mc.mu.Lock()
+	if !mc.dead {
+		mc.dead = true
+		delete(sh.m, mc.name)
+	}
+	mc.mu.Unlock()
+	sh.mu.Unlock()
 }
 
 func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
@@ -213,10 +241,14 @@ func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
 		}
 		id := m.newID()
 		if prev, ok := cs.last(); ok && m.cl != nil && prev.ID != 0 && !prev.Lost {
-			// Record the successor before opening it (DESIGN.md,
-			// "Positions are never reused"); the predecessor may be gone.
+			// Record the successor before opening it, as a compare-and-
+			// set on the predecessor's host (DESIGN.md, "Positions are
+			// never reused"); the predecessor may be gone.
 			if ph := m.hostOf(prev.Host); ph != nil {
-				_, _ = ph.Seal(prev.ID, id, node)
+				if _, err := ph.Seal(prev.ID, id, node); errors.Is(err, errSuccessorTaken) {
+					mc.unmanaged = true // stale: the next call rebuilds
+					return Grant{}, fmt.Errorf("%w: %q: %v", errChannelMoved, channel, err)
+				}
 			}
 		}
 		ref := cs.addOpen(id, node, now)
@@ -315,7 +347,7 @@ func (m *localManager) tick(now time.Time) {
 		for _, mc := range sh.m {
 			mc.mu.Lock()
 			cs := mc.st
-			if m.cl != nil && !m.cl.managed(mc.name) {
+			if mc.unmanaged || (m.cl != nil && !m.cl.managed(mc.name)) {
 				// The membership moved the channel to another manager,
 				// which rebuilt it from the hosts: forget it here, free
 				// nothing (the streamlets are the new manager's now).

@@ -141,3 +141,14 @@ type opError struct {
 }
 
 func (e *opError) Error() string { return fmt.Sprintf("engine: peer: status %d: %s", e.status, e.text) }
+
+// Is maps the statuses that stand for engine errors back to them.
+func (e *opError) Is(target error) bool {
+	switch e.status {
+	case wire.NodeUnknown:
+		return target == errUnknownStreamlet
+	case wire.NodeStale:
+		return target == errSuccessorTaken
+	}
+	return false
+}

@@ -95,7 +95,9 @@ type Host interface {
 	// A non-zero succ records that streamlet succ on node succHost follows
 	// it (a manager records this before opening the successor, so that a
 	// manager rebuilding the channel knows whether a later streamlet may
-	// exist); sealing a sealed streamlet only records succ.
+	// exist); sealing a sealed streamlet only records succ. Recording a
+	// successor is a compare-and-set: when the streamlet already names a
+	// different one, Seal fails with errSuccessorTaken.
 	Seal(id, succ uint64, succHost string) (end uint64, err error)
 	// Free releases streamlet id's memory once its readers are done.
 	Free(id uint64)
@@ -128,6 +130,13 @@ var (
 	errStreamletClosed = errors.New("engine: streamlet closed for writes")
 	// errUnknownStreamlet: the host does not hold that streamlet.
 	errUnknownStreamlet = errors.New("engine: unknown streamlet")
+	// errSuccessorTaken: Seal was asked to record a successor, but the
+	// streamlet already has another one: a second manager continued the
+	// channel, and the asking manager's state is stale.
+	errSuccessorTaken = errors.New("engine: streamlet already has a successor")
+	// errChannelMoved: the manager found its state for the channel stale
+	// (errSuccessorTaken); asking again rebuilds it.
+	errChannelMoved = errors.New("engine: channel continued by another manager")
 	// ErrShuttingDown is returned once Shutdown has begun.
 	ErrShuttingDown = errors.New("engine: shutting down")
 )
