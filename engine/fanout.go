@@ -140,7 +140,8 @@ type loopChan struct {
 	rg       *Grant
 	inflight *rbatch
 	pend     *rbatch
-	granting bool // a grant request is in flight (cluster)
+	granting bool    // a grant request is in flight (cluster)
+	spare    *rbatch // a completed batch whose arrays are reused
 
 	// cluster: the channel's info as last fetched from its manager, valid
 	// while gc.gen == infoGen; infoPending while a fetch is in flight.

@@ -57,7 +57,11 @@ func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) 
 	}
 	lc.l.remoteBytes += wire.RecordHeaderLen + len(payload)
 	if lc.pend == nil {
-		lc.pend = &rbatch{}
+		if lc.spare != nil {
+			lc.pend, lc.spare = lc.spare, nil // reuse its arrays
+		} else {
+			lc.pend = &rbatch{}
+		}
 	}
 	b := lc.pend
 	b.conns = append(b.conns, c)
@@ -220,7 +224,8 @@ func (lc *loopChan) split(b *rbatch) *rbatch {
 		k++
 	}
 	tail := &rbatch{conns: b.conns[k:], ids: b.ids[k:], acked: b.acked[k:], run: b.run[off:]}
-	b.conns, b.ids, b.acked, b.run = b.conns[:k], b.ids[:k], b.acked[:k], b.run[:off]
+	// Capacities capped: b may be recycled while tail still uses the rest.
+	b.conns, b.ids, b.acked, b.run = b.conns[:k:k], b.ids[:k:k], b.acked[:k:k], b.run[:off:off]
 	return lc.prepend(tail, lc.pend)
 }
 
@@ -258,6 +263,9 @@ func (lc *loopChan) appended(b *rbatch, g *Grant, res wire.NodeAppended, err err
 		off = len(b.run) - len(r)
 	}
 	lc.l.remoteBytes -= off
+	if done == b.len() {
+		lc.recycle(b)
+	}
 	if done < b.len() {
 		if lc.rg == g {
 			lc.rg, lc.wAfter = nil, g.Streamlet
@@ -291,6 +299,18 @@ func (lc *loopChan) ack(b *rbatch, from, to int, first uint64) {
 		c.acks = append(c.acks, wire.Ack{ID: b.ids[i], Position: first + uint64(i-from)})
 	}
 	lc.lastUse = l.now
+}
+
+// recycle keeps b's arrays for the next pending batch. Only a batch that
+// nothing references any more may be recycled (a rest cut from a batch
+// shares its arrays).
+func (lc *loopChan) recycle(b *rbatch) {
+	if cap(b.run) > maxRemoteBatch*2 {
+		return // do not keep a burst's memory
+	}
+	clear(b.conns)
+	*b = rbatch{conns: b.conns[:0], ids: b.ids[:0], acked: b.acked[:0], run: b.run[:0]}
+	lc.spare = b
 }
 
 // failBatch answers every record of b with an ERROR.
