@@ -191,27 +191,18 @@ const maxBatch = 64 << 10
 // task, so that replays share the loop with live traffic.
 const catchupBudget = 256 << 10
 
-// errRemoteGrant: the channel's current streamlet is hosted by a peer; the
-// publish must take the remote path (remotewrite.go).
-var errRemoteGrant = errors.New("engine: streamlet hosted by a peer")
-
 // append writes payload to the channel's local streamlet under this loop's
 // write grant, asking the manager for a new grant when the streamlet
-// refuses. It returns errRemoteGrant when the grant is for a peer's
-// streamlet.
+// refuses. Single node only: in a cluster a refused publish queues for a
+// grant asked for off the loop (remotewrite.go).
 func (lc *loopChan) append(payload []byte) (uint64, error) {
 	for attempt := 0; attempt < 8; attempt++ {
 		if lc.w == nil {
-			if lc.rg == nil {
-				if err := lc.grant(); err != nil {
-					if errors.Is(err, errStreamletClosed) {
-						continue
-					}
-					return 0, err
+			if err := lc.grant(); err != nil {
+				if errors.Is(err, errStreamletClosed) {
+					continue
 				}
-			}
-			if lc.rg != nil {
-				return 0, errRemoteGrant
+				return 0, err
 			}
 		}
 		pos, err := lc.w.append(payload, lc.l.now)

@@ -426,11 +426,6 @@ func (l *loop) flushRun() {
 				continue
 			}
 			p, err := lc.append(r.payloads[k])
-			if err == errRemoteGrant {
-				remote = true
-				lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k])
-				continue
-			}
 			if err != nil {
 				c.sendError(r.ids[k], wire.CodeUnavailable, err.Error())
 				pos[k] = 0

@@ -70,24 +70,29 @@ func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) 
 	b.run = wire.AppendRecord(b.run, payload)
 }
 
-// grant asks the channel's manager for a write grant and installs it: a
-// local streamlet in lc.w, a remote one in lc.rg.
+// grant asks the channel's manager for a write grant and installs it. It
+// waits for the answer: single node only (the manager is in this process).
 func (lc *loopChan) grant() error {
-	srv := lc.l.srv
-	g, err := srv.route.WriteGrant(lc.name, lc.wAfter)
+	g, err := lc.l.srv.route.WriteGrant(lc.name, lc.wAfter)
 	if err != nil {
 		return err
 	}
-	if g.Host == "" || g.Host == srv.host.node {
-		lc.rg = nil
-		if lc.w = srv.host.Streamlet(g.Streamlet); lc.w == nil {
-			lc.wAfter = g.Streamlet
-			return fmt.Errorf("%w: streamlet %d vanished", errStreamletClosed, g.Streamlet)
-		}
+	return lc.install(g)
+}
+
+// install makes g the loop's write grant: a streamlet hosted here in lc.w,
+// a peer's in lc.rg.
+func (lc *loopChan) install(g Grant) error {
+	srv := lc.l.srv
+	if g.Host != "" && g.Host != srv.host.node {
+		lc.w, lc.rg = nil, &g
 		return nil
 	}
-	lc.w = nil
-	lc.rg = &g
+	lc.rg = nil
+	if lc.w = srv.host.Streamlet(g.Streamlet); lc.w == nil {
+		lc.wAfter = g.Streamlet
+		return fmt.Errorf("%w: streamlet %d vanished", errStreamletClosed, g.Streamlet)
+	}
 	return nil
 }
 
@@ -112,15 +117,7 @@ func (lc *loopChan) requestGrant() {
 func (lc *loopChan) onGrant(g Grant, err error) {
 	lc.granting = false
 	if err == nil {
-		if g.Host == "" || g.Host == lc.l.srv.host.node {
-			lc.rg = nil
-			if lc.w = lc.l.srv.host.Streamlet(g.Streamlet); lc.w == nil {
-				lc.wAfter = g.Streamlet
-				err = fmt.Errorf("%w: streamlet %d vanished", errStreamletClosed, g.Streamlet)
-			}
-		} else {
-			lc.w, lc.rg = nil, &g
-		}
+		err = lc.install(g)
 	}
 	if err != nil && lc.pend != nil {
 		b := lc.pend
