@@ -148,10 +148,7 @@ func (ms *mirrorSet) sweep(now int64) {
 		s.buf.Free()
 		s.mu.Unlock()
 		if !sealed && ms.srv.cl != nil {
-			ms.srv.cl.mu.RLock()
-			l := ms.srv.cl.links[s.mirror.host]
-			ms.srv.cl.mu.RUnlock()
-			if l != nil {
+			if l := ms.srv.cl.existingLink(s.mirror.host); l != nil {
 				_ = l.send(wire.AppendNodeUnread(nil, s.id))
 			}
 		}
