@@ -189,6 +189,14 @@ func TestCluster_ReplayFromEarliestAcrossNodes(t *testing.T) {
 	if err != nil || len(gaps) != 0 || len(msgs) != n {
 		t.Fatalf("replay: %v, %d messages, gaps %v", err, len(msgs), gaps)
 	}
+	// The reader node's copies go once nobody there reads the channel.
+	if nodes[2].mirrors.count() == 0 && nodes[2].host.hosted.Load() == 0 {
+		t.Fatal("node c read the channel without a copy or a hosted streamlet")
+	}
+	sub.nc.Close()
+	eventually(t, waitFor, "copies freed after the last reader left", func() bool {
+		return nodes[2].mirrors.count() == 0
+	})
 }
 
 // tolerantPublisher publishes one message at a time with ACK and records
