@@ -574,3 +574,60 @@ func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
 		t.Fatal("a cluster with client authentication and no secret was accepted")
 	}
 }
+
+// A burst larger than one NODE_APPEND (maxRemoteBatch) is split into
+// several batches; acks, positions and delivery stay in publish order.
+func TestCluster_BurstToRemoteHostSplitsBatchesInOrder(t *testing.T) {
+	nodes := startCluster3(t, func(o *Options) { o.LimitMsgs = 100000; o.LimitSize = 64 << 20; o.LimitLife = time.Minute })
+	a, b := nodes[0], nodes[1]
+	ch := channelManagedBy(t, a, "a", "burst")
+	sub, _ := helloRaw(t, b.Addr())
+	sub.subscribe(1, ch, wire.StartLive, 0)
+	pub, _ := helloRaw(t, a.Addr())
+	const n = 3000
+	payload := func(i int) []byte { return append(payloadOf(i), make([]byte, 1024)...) }
+	var out []byte
+	first := pub.id + 1
+	for i := 0; i < n; i++ {
+		out = wire.AppendPublish(out, pub.nextID(), wire.FlagAck, ch, payload(i))
+	}
+	pub.write(out) // 3 MB at once: more than one remote batch
+	pos := make([]uint64, n)
+	for got := 0; got < n; {
+		h, body := pub.next()
+		if h.Type != wire.TypePubAck {
+			t.Fatalf("publisher got %s", describe(h, body))
+		}
+		acks, err := wire.DecodePubAck(body, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ak := range acks {
+			pos[ak.ID-first] = ak.Position
+			got++
+		}
+	}
+	for i := 1; i < n; i++ {
+		if pos[i] != pos[i-1]+1 {
+			t.Fatalf("message %d at %d after %d: not in publish order", i, pos[i], pos[i-1])
+		}
+	}
+	evs, err := sub.eventsUntil(1, pos[n-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, gaps, err := checkStream(evs, 1, pos[0], pos[n-1])
+	if err != nil || len(gaps) != 0 {
+		t.Fatalf("%v, gaps %v", err, gaps)
+	}
+	for i, p := range pos {
+		if msgs[p] != string(payload(i)) {
+			t.Fatalf("position %d holds the wrong message", p)
+		}
+	}
+	onLoops(t, a, func(l *loop) {
+		if l.remoteBytes != 0 {
+			t.Errorf("loop %d still counts %d bytes", l.idx, l.remoteBytes)
+		}
+	})
+}
