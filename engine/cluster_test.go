@@ -575,9 +575,9 @@ func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
 	}
 }
 
-// A burst larger than one NODE_APPEND (maxRemoteBatch) is split into
-// several batches; acks, positions and delivery stay in publish order.
-func TestCluster_BurstToRemoteHostSplitsBatchesInOrder(t *testing.T) {
+// A burst to a remote host queues behind the batch in flight; acks,
+// positions and delivery stay in publish order.
+func TestCluster_BurstToRemoteHostKeepsOrder(t *testing.T) {
 	nodes := startCluster3(t, func(o *Options) { o.LimitMsgs = 100000; o.LimitSize = 64 << 20; o.LimitLife = time.Minute })
 	a, b := nodes[0], nodes[1]
 	ch := channelManagedBy(t, a, "a", "burst")
@@ -591,7 +591,7 @@ func TestCluster_BurstToRemoteHostSplitsBatchesInOrder(t *testing.T) {
 	for i := 0; i < n; i++ {
 		out = wire.AppendPublish(out, pub.nextID(), wire.FlagAck, ch, payload(i))
 	}
-	pub.write(out) // 3 MB at once: more than one remote batch
+	pub.write(out) // 3 MB at once: many runs queue behind the batch in flight
 	pos := make([]uint64, n)
 	for got := 0; got < n; {
 		h, body := pub.next()
