@@ -544,7 +544,7 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
 	hello := func(secret string) []byte {
 		return wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "x",
-			ClientAddr: "127.0.0.1:1", Proof: nodeProof(secret, "x")})
+			ClientAddr: "127.0.0.1:1", Proof: wire.NodeProof(secret, "x")})
 	}
 	single := startTest(t, nil)
 	c := dialRaw(t, single.Addr())

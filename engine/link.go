@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -52,16 +50,6 @@ type link struct {
 	err      error // set once closed
 }
 
-// nodeProof is the NODE_HELLO proof of name under secret (PROTOCOL.md 9.1).
-func nodeProof(secret, name string) []byte {
-	if secret == "" {
-		return nil
-	}
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("sluice-node\x00" + name))
-	return m.Sum(nil)
-}
-
 // dialLink connects to node at addr (its client address), completes the
 // node handshake and enrolls the connection in an event loop, all within
 // timeout. It must not run on a loop.
@@ -72,24 +60,8 @@ func dialLink(cl *cluster, node, addr string, timeout time.Duration) (*link, err
 		return nil, fmt.Errorf("%w: dial %s (%s): %v", errLinkDown, node, addr, err)
 	}
 	_ = c.SetDeadline(deadline)
-	hello := wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: cl.self,
-		ClientAddr: cl.clientAddr, Proof: nodeProof(cl.opts.Secret, cl.self)})
-	if _, err := c.Write(hello); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("%w: %s: %v", errLinkDown, node, err)
-	}
-	r := wire.NewReader(c, wire.MinMaxBody)
-	h, body, err := r.Next()
-	if err == nil && h.Type == wire.TypeError {
-		e, _ := wire.DecodeError(h, body)
-		err = fmt.Errorf("refused: %v", e)
-	} else if err == nil && h.Type != wire.TypeNodeWelcome {
-		err = fmt.Errorf("answered %v to NODE_HELLO", h.Type)
-	}
-	var name string
-	if err == nil {
-		name, err = wire.DecodeNodeWelcome(body)
-	}
+	r, name, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: cl.self,
+		ClientAddr: cl.clientAddr, Proof: wire.NodeProof(cl.opts.Secret, cl.self)})
 	if err == nil && name != node {
 		err = fmt.Errorf("is node %q, not %q", name, node)
 	}

@@ -57,7 +57,7 @@ func (l *loop) nodeHello(c *conn, body []byte) {
 		c.sendError(0, wire.CodeUnauthenticated, "node connections need a cluster secret on this server")
 		return
 	}
-	if secret != "" && !hmac.Equal(h.Proof, nodeProof(secret, h.Name)) {
+	if secret != "" && !hmac.Equal(h.Proof, wire.NodeProof(secret, h.Name)) {
 		c.sendError(0, wire.CodeUnauthenticated, "bad node proof")
 		return
 	}

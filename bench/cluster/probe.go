@@ -38,20 +38,8 @@ func DialProbe(addr, node, name string, timeout time.Duration) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %v", ErrProbe, addr, err)
 	}
-	p := &Probe{node: node, addr: addr, name: name, conn: c, r: wire.NewReader(c, wire.MinMaxBody), timeout: timeout}
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write(wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: name})); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("%w: %s: hello: %v", ErrProbe, node, err)
-	}
-	h, body, err := p.r.Next()
-	if err == nil && h.Type != wire.TypeNodeWelcome {
-		err = fmt.Errorf("answered %v to NODE_HELLO", h.Type)
-	}
-	var got string
-	if err == nil {
-		got, err = wire.DecodeNodeWelcome(body)
-	}
+	r, got, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: name})
 	if err == nil && got != node {
 		err = fmt.Errorf("is node %q", got)
 	}
@@ -59,6 +47,7 @@ func DialProbe(addr, node, name string, timeout time.Duration) (*Probe, error) {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrProbe, node, err)
 	}
+	p := &Probe{node: node, addr: addr, name: name, conn: c, r: r, timeout: timeout}
 	p.r.SetMaxBody(probeMaxBody)
 	return p, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -220,18 +218,6 @@ func runClusterStatus(ctx context.Context, std stdio, args []string) int {
 // cliNodeName is the name `cluster status` gives itself in NODE_HELLO.
 func cliNodeName() string { return "sluice-cli-" + strconv.Itoa(os.Getpid()) }
 
-// cliProof is the NODE_HELLO proof of name under secret (PROTOCOL.md
-// 9.1): HMAC-SHA256 keyed with the secret over "sluice-node\x00"+name,
-// empty without a secret.
-func cliProof(secret, name string) []byte {
-	if secret == "" {
-		return nil
-	}
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("sluice-node\x00" + name))
-	return m.Sum(nil)
-}
-
 // fetchStatus asks the node at addr (its client address) for its status
 // document over the node protocol: NODE_HELLO, NODE_WELCOME, then one
 // NODE_REQUEST STATUS. The whole exchange is bounded by timeout and ctx.
@@ -256,27 +242,17 @@ func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration
 		return fmt.Errorf("talking to %s: %w", addr, err)
 	}
 	name := cliNodeName()
-	hello := wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: name, Proof: cliProof(secret, name)})
-	req := wire.AppendNodeRequest(nil, 1, wire.OpStatus, nil)
-	if _, err := c.Write(hello); err != nil {
-		return nil, ioErr(err)
+	r, _, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: name, Proof: wire.NodeProof(secret, name)})
+	if e, ok := errors.AsType[wire.Error](err); ok {
+		return nil, refusal(addr, secret, e)
 	}
-	r := wire.NewReader(c, wire.MinMaxBody)
-	h, body, err := r.Next()
+	if errors.Is(err, wire.ErrMalformed) {
+		return nil, fmt.Errorf("%w: %s: bad answer to NODE_HELLO: %v", errStatusFailed, addr, err)
+	}
 	if err != nil {
 		return nil, ioErr(err)
 	}
-	switch h.Type {
-	case wire.TypeNodeWelcome:
-		if _, err := wire.DecodeNodeWelcome(body); err != nil {
-			return nil, fmt.Errorf("%w: %s: bad NODE_WELCOME: %v", errStatusFailed, addr, err)
-		}
-	case wire.TypeError:
-		return nil, refusal(addr, secret, h, body)
-	default:
-		return nil, fmt.Errorf("%w: %s answered %v to NODE_HELLO", errStatusFailed, addr, h.Type)
-	}
-	if _, err := c.Write(req); err != nil {
+	if _, err := c.Write(wire.AppendNodeRequest(nil, 1, wire.OpStatus, nil)); err != nil {
 		return nil, ioErr(err)
 	}
 	r.SetMaxBody(statusMaxBody)
@@ -294,8 +270,6 @@ func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration
 			switch {
 			case err != nil:
 				return nil, fmt.Errorf("%w: %s: %v", errStatusFailed, addr, err)
-			case status == wire.NodeFailed && text == "not a cluster node":
-				return nil, notClusterNode(addr)
 			case status != wire.NodeOK:
 				return nil, fmt.Errorf("%w: %s: status %d: %s", errStatusFailed, addr, status, text)
 			}
@@ -315,11 +289,7 @@ func notClusterNode(addr string) error {
 // refusal describes an ERROR answer to NODE_HELLO: HELLO_REQUIRED from a
 // single node, UNAUTHENTICATED for a missing or wrong secret, or another
 // refusal.
-func refusal(addr, secret string, h wire.Header, body []byte) error {
-	e, err := wire.DecodeError(h, body)
-	if err != nil {
-		return fmt.Errorf("%w: %s: malformed ERROR: %v", errNodeRefused, addr, err)
-	}
+func refusal(addr, secret string, e wire.Error) error {
 	if e.Code == wire.CodeHelloRequired {
 		// A single node takes no node connections: it answers NODE_HELLO
 		// like any frame before a client HELLO.
