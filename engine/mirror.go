@@ -155,7 +155,7 @@ func (ms *mirrorSet) sweep(now int64) {
 	}
 }
 
-// count reports the copies held (metrics and tests).
+// count reports the copies held (tests).
 func (ms *mirrorSet) count() int {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
