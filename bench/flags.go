@@ -49,12 +49,17 @@ func AddFlags(fs *flag.FlagSet, c *Config, quick *bool) {
 	fs.DurationVar(&c.Duration, "duration", 0, "latency: how long to publish; others: cap on the publishing phase, `DUR` (default 10s / 1m; --quick 3s)")
 	fs.IntVar(&c.Window, "window", 0, "ack-async and replay fill: publishes in flight, `N` (default 1000)")
 	fs.IntVar(&c.Conns, "conns", 0, "idle: connections, `N` (default 10000; --quick 1000)")
+	fs.Func("pacer", "latency: how the publisher waits for its next due time, `spin` (default) or yield (see PacerMode)", func(v string) error {
+		m, err := ParsePacerMode(v)
+		c.Pacer = m
+		return err
+	})
 	fs.DurationVar(&c.Stall, "stall", 0, "give up waiting for deliveries after no progress for `DUR` (default 3s)")
 	fs.BoolVar(quick, "quick", false, "small counts and durations: a run of a few seconds per scenario")
 }
 
 // ParseSpec parses a scenario spec "NAME[/key=value,...]" (keys: size,
-// count, pubs, subs, channels, rate, duration, window, conns) over base,
+// count, pubs, subs, channels, rate, duration, window, conns, pacer) over base,
 // and returns the scenario name and its configuration. Values in the spec
 // win over base.
 func ParseSpec(spec string, base Config) (string, Config, error) {
@@ -91,6 +96,8 @@ func ParseSpec(spec string, base Config) (string, Config, error) {
 			c.Rate, err = strconv.ParseFloat(v, 64)
 		case "duration":
 			c.Duration, err = time.ParseDuration(v)
+		case "pacer":
+			c.Pacer, err = ParsePacerMode(v)
 		default:
 			return "", base, fmt.Errorf("%w: unknown key %q in %q", ErrConfig, k, spec)
 		}

@@ -2,9 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -171,5 +175,74 @@ func TestPacerStopsOnContext(t *testing.T) {
 	})
 	if err == nil || n != 5 {
 		t.Fatalf("err %v after %d events, want context error after 5", err, n)
+	}
+}
+
+// TestPacerWaitModes: PacerSpin never yields its P while there is another
+// one (so the client's goroutines keep a P free to poll the network), and
+// yields when it is alone; PacerYield always yields. Every wait lasts at
+// least its duration.
+func TestPacerWaitModes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, tc := range []struct {
+		mode      PacerMode
+		procs     int
+		d         time.Duration
+		wantYield bool
+	}{
+		{PacerSpin, 2, 3 * time.Millisecond, false}, // a timer
+		{PacerSpin, 2, 40 * time.Microsecond, false},
+		{PacerYield, 2, 3 * time.Millisecond, false}, // a timer
+		{PacerSpin, 1, 30 * time.Microsecond, true},
+		{PacerYield, 2, 30 * time.Microsecond, true},
+	} {
+		runtime.GOMAXPROCS(tc.procs)
+		yields := 0
+		p := Pacer{Rate: 1, Mode: tc.mode, yield: func() { yields++; runtime.Gosched() }}
+		start := time.Now()
+		if err := p.wait(context.Background(), tc.d); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el < tc.d {
+			t.Errorf("%v with %d Ps: waited %v, want >= %v", tc.mode, tc.procs, el, tc.d)
+		}
+		if (yields > 0) != tc.wantYield {
+			t.Errorf("%v with %d Ps, %v: yielded %d times, want yields: %v", tc.mode, tc.procs, tc.d, yields, tc.wantYield)
+		}
+	}
+}
+
+func TestPacerWaitStopsOnContext(t *testing.T) {
+	for _, m := range []PacerMode{PacerSpin, PacerYield} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		p := Pacer{Rate: 1, Mode: m}
+		if err := p.wait(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v: wait with a cancelled context: %v", m, err)
+		}
+		if err := p.wait(ctx, 10*time.Microsecond); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v: short wait with a cancelled context: %v", m, err)
+		}
+	}
+}
+
+func TestParsePacerMode(t *testing.T) {
+	_, c, err := ParseSpec("latency/pacer=yield", Config{})
+	if err != nil || c.Pacer != PacerYield {
+		t.Fatalf("latency/pacer=yield: %v, %v", c.Pacer, err)
+	}
+	if _, c, err = ParseSpec("latency/pacer=spin", Config{Pacer: PacerYield}); err != nil || c.Pacer != PacerSpin {
+		t.Fatalf("latency/pacer=spin: %v, %v", c.Pacer, err)
+	}
+	if _, _, err := ParseSpec("latency/pacer=fast", Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("pacer=fast: %v, want ErrConfig", err)
+	}
+	b, err := json.Marshal(Config{Pacer: PacerYield})
+	if err != nil || !strings.Contains(string(b), `"pacer":"yield"`) {
+		t.Fatalf("JSON %s, %v", b, err)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || back.Pacer != PacerYield {
+		t.Fatalf("JSON round trip: %v, %v", back.Pacer, err)
 	}
 }

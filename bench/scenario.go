@@ -86,6 +86,8 @@ type Config struct {
 	Subs     int     `json:"subs,omitempty"`     // subscriber connections
 	Channels int     `json:"channels,omitempty"` // channels
 	Rate     float64 `json:"rate,omitempty"`     // latency: messages per second
+	// Pacer: latency: how the publisher waits for its next due time.
+	Pacer PacerMode `json:"pacer"`
 	// Duration: latency: how long to publish; other scenarios: an upper
 	// bound on the publishing phase (Count is cut short when it is reached).
 	Duration time.Duration `json:"duration_ns,omitempty"`
@@ -704,7 +706,7 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 	body := payload(c.Size)
 	c.Progress.reset("latency", int64(n))
 	meter := startMeter(c.Server)
-	pacer := Pacer{Rate: c.Rate}
+	pacer := Pacer{Rate: c.Rate, Mode: c.Pacer}
 	start := time.Now()
 	lag, perr := pacer.Run(ctx, start, n, func(_ int, due time.Time) error {
 		binary.LittleEndian.PutUint64(body, uint64(due.Sub(base)))

@@ -18,7 +18,7 @@ const benchDescription = `
 Runs load-benchmark scenarios (package bench) against a Sluice server and
 prints a table (or JSON with --json). Each SCENARIO may carry its own
 settings as NAME/key=value,... (keys: size, count, pubs, subs, channels,
-rate, duration, window, conns), e.g.
+rate, duration, window, conns, pacer), e.g.
 
   sluice bench pub/size=16 fanout/subs=100 latency/rate=50000 --quick
 

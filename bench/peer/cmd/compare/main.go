@@ -76,7 +76,7 @@ system and the ratio Sluice/NATS. Without SCENARIO it runs the quick suite
 (--quick) or the full suite.
 
 Scenarios: %s
-Spec keys: size, count, pubs, subs, channels, rate, duration, window, conns
+Spec keys: size, count, pubs, subs, channels, rate, duration, window, conns, pacer
 (e.g. fanout/size=128,subs=100).
 
 Flags (-flag and --flag are the same):
