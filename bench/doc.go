@@ -8,8 +8,9 @@
 // channels; acknowledged publish, synchronous and pipelined; latency at a
 // fixed rate measured open loop (every message carries its intended send
 // time, so a stall shows up in the tail instead of being hidden: no
-// coordinated omission); replay of retained messages from the earliest; and
-// idle connections (server memory per connection).
+// coordinated omission; the publisher waits for each due time as Pacer's
+// Mode says); replay of retained messages from the earliest; and idle
+// connections (server memory per connection).
 //
 // Measurements: throughput over the timed phase, a log-linear latency
 // Histogram (p50, p99, p99.9, max), and, where the server's process is known
