@@ -83,6 +83,7 @@ type file struct {
 	LimitSize       *Size       `toml:"limit-size"`
 	LimitLife       *Duration   `toml:"limit-life"`
 	TTL             *Duration   `toml:"ttl"`
+	MaxRetained     *Size       `toml:"max-retained"`
 	MaxPayload      *Size       `toml:"max-payload"`
 	MaxConns        *int        `toml:"max-conns"`
 	MaxSubs         *int        `toml:"max-subs"`
@@ -311,6 +312,7 @@ func (f *file) apply(dst *Serve) error {
 	sets(&o.LimitSize, f.LimitSize)
 	setd(&o.LimitLife, f.LimitLife)
 	setd(&o.TTL, f.TTL)
+	sets(&o.MaxRetained, f.MaxRetained)
 	sets(&o.MaxPayload, f.MaxPayload)
 	seti(&o.MaxConns, f.MaxConns)
 	seti(&o.MaxSubsPerConn, f.MaxSubs)
@@ -438,7 +440,7 @@ var fieldKeys = map[string]string{
 	"Listen": "listen", "Loops": "loops", "ServerName": "name",
 	"MaxConns": "max-conns", "MaxSubsPerConn": "max-subs", "MaxPayload": "max-payload",
 	"LimitMsgs": "limit-msgs", "LimitSize": "limit-size", "LimitLife": "limit-life", "TTL": "ttl",
-	"OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
+	"MaxRetained": "max-retained", "OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
 	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
 	"PublishRate": "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",
 	"TLSListen": "tls-listen", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",

@@ -20,7 +20,7 @@ func TestExampleFileIsValid(t *testing.T) {
 	}
 	o := s.Options
 	if o.MaxConnsPerAddr != 64 || o.PublishRate != 10000 || o.MetricsListen != "127.0.0.1:9740" ||
-		o.LimitSize != 2<<20 || o.TTL != time.Minute || len(o.ChannelRules) != 2 ||
+		o.LimitSize != 2<<20 || o.TTL != time.Minute || o.MaxRetained != 1<<30 || len(o.ChannelRules) != 2 ||
 		o.ChannelRules[1].TTL != 5*time.Minute || o.Auth == nil || len(o.Auth.Credentials) != 2 ||
 		o.Auth.Roles[0].Publish[1] != "events.>" {
 		t.Fatalf("example file parsed to %+v", o)
@@ -36,6 +36,7 @@ limit-msgs = 10
 limit-size = "3MiB"
 limit-life = "2s"
 ttl = "30s"
+max-retained = "64MiB"
 max-payload = 2048
 max-conns = 7
 max-subs = 8
@@ -63,6 +64,7 @@ secret = "0123456789abcdef0123456789abcdef"
 	want := engine.DefaultOptions()
 	want.Listen, want.Loops, want.ServerName = "0.0.0.0:1", 3, "n1"
 	want.LimitMsgs, want.LimitSize, want.LimitLife, want.TTL = 10, 3<<20, 2*time.Second, 30*time.Second
+	want.MaxRetained = 64 << 20
 	want.MaxPayload, want.MaxConns, want.MaxSubsPerConn, want.OutboundLimit = 2048, 7, 8, 1e6
 	want.SlowPolicy, want.PingInterval, want.HandshakeTimeout, want.IdleTimeout = engine.SlowDisconnect, time.Second, 2*time.Second, 3*time.Second
 	want.PublishRate, want.PublishBurst, want.MaxConnsPerAddr = 2.5, 4, 5
@@ -102,6 +104,7 @@ func TestErrorsNameKeyAndProblem(t *testing.T) {
 		{`max-conns = "many"`, []string{"max-conns"}},
 		{`ttl = 5`, []string{"ttl", "invalid duration"}},
 		{`limit-size = "2 parsecs"`, []string{"limit-size", "invalid size"}},
+		{`max-retained = "-1MiB"`, []string{"max-retained"}},
 		{`slow-policy = "drop"`, []string{"slow-policy", "drop"}},
 		{`log-level = "loud"`, []string{"log-level", "loud"}},
 		{`shutdown-timeout = "0s"`, []string{"shutdown-timeout", "positive"}},

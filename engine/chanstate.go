@@ -212,6 +212,30 @@ func (cs *chanState) expireRefs(now int64, dst []StreamletRef) []StreamletRef {
 	return dst
 }
 
+// expireThrough removes the closed streamlets up to and including id, ahead
+// of their TTL (the retention budget of id's host is exceeded), and appends
+// them to dst. An id that is not a closed streamlet of the list (expired
+// already, or still open) removes nothing. Only a prefix is removed, so a
+// later streamlet still never expires before an earlier one.
+func (cs *chanState) expireThrough(id uint64, dst []StreamletRef) []StreamletRef {
+	k := -1
+	for i := range cs.list {
+		if !cs.list[i].Closed {
+			break
+		}
+		if cs.list[i].ID == id && id != 0 {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		return dst
+	}
+	dst = append(dst, cs.list[:k+1]...)
+	cs.list = append(cs.list[:0], cs.list[k+1:]...)
+	return dst
+}
+
 // info builds a ChannelInfo; openLen is how many messages the open
 // streamlet holds (as reported by its host).
 func (cs *chanState) info(openLen int) ChannelInfo {

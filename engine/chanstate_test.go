@@ -251,6 +251,7 @@ func TestOptions_ValidateNamesTheField(t *testing.T) {
 		{"MaxPayload", func(o *Options) { o.MaxPayload = 0 }},
 		{"MaxPayload", func(o *Options) { o.MaxPayload = 64<<20 + 1 }},
 		{"OutboundLimit", func(o *Options) { o.OutboundLimit = 64<<10 - 1 }},
+		{"MaxRetained", func(o *Options) { o.MaxRetained = -1 }},
 		{"SlowPolicy", func(o *Options) { o.SlowPolicy = "drop" }},
 		{"PingInterval", func(o *Options) { o.PingInterval = -time.Second }},
 		{"HandshakeTimeout", func(o *Options) { o.HandshakeTimeout = 0 }},

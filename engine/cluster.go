@@ -749,6 +749,26 @@ func (r *clusterRouter) Interest(channel, node string, delta int) {
 	})
 }
 
+func (r *clusterRouter) Expire(channel string, through uint64) (int, error) {
+	var n int
+	err := r.routed(channel, func() (err error) {
+		n, err = r.c.srv.mgr.Expire(channel, through)
+		return err
+	}, func(node string) error {
+		var e wire.NodeEnc
+		e.Str8(channel)
+		e.U64(through)
+		b, err := r.c.call(node, wire.OpExpire, e.B)
+		if err != nil {
+			return err
+		}
+		d := wire.NewNodeDec(wire.TypeNodeResponse, b)
+		n = int(d.U32())
+		return d.Done()
+	})
+	return n, err
+}
+
 var _ Manager = (*clusterRouter)(nil)
 
 // serve executes one NODE_REQUEST from peer node on a goroutine of its
@@ -787,6 +807,16 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		}
 		info, found := s.mgr.Info(ch, create)
 		encInfo(&e, info, found)
+	case wire.OpExpire:
+		ch, through := d.Str8(), d.U64()
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		n, err := s.mgr.Expire(ch, through)
+		if err != nil {
+			return fail(err)
+		}
+		e.U32(uint32(n))
 	case wire.OpInterest:
 		ch, delta := d.Str8(), int(int32(d.U32()))
 		if err := d.Done(); err != nil {

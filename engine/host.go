@@ -36,6 +36,21 @@ type streamlet struct {
 	// mirror: this is a gateway's copy of a streamlet hosted by node
 	// mirrorOf (mirror.go); nil for hosted streamlets.
 	mirror *mirrorState
+	// sealSeq orders sealed streamlets by when they were sealed (from
+	// sealCount; 0 while open): the retention budget frees the oldest
+	// first (retention.go).
+	sealSeq atomic.Uint64
+}
+
+// sealCount numbers seals, node-wide.
+var sealCount atomic.Uint64
+
+// sealLocked seals the buffer and numbers the seal; s.mu is held.
+func (s *streamlet) sealLocked() {
+	if !s.buf.Sealed() {
+		s.buf.Seal()
+		s.sealSeq.Store(sealCount.Add(1))
+	}
 }
 
 // append adds one message stamped now (unix ns) and returns its position,
@@ -69,13 +84,13 @@ func (s *streamlet) appendLocked(payloads [][]byte, pos []uint64, now int64) int
 		return 0
 	}
 	if now >= s.leaseEnd {
-		s.buf.Seal()
+		s.sealLocked()
 		return 0
 	}
 	for k, p := range payloads {
 		i, err := s.buf.Append(p, now)
 		if err != nil {
-			s.buf.Seal()
+			s.sealLocked()
 			return k
 		}
 		pos[k] = s.first + uint64(i)
@@ -88,7 +103,7 @@ func (s *streamlet) appendLocked(payloads [][]byte, pos []uint64, now int64) int
 // already (errSuccessorTaken; see Host.Seal).
 func (s *streamlet) seal(succ uint64, succHost string) (uint64, error) {
 	s.mu.Lock()
-	s.buf.Seal()
+	s.sealLocked()
 	n := s.buf.Len()
 	var err error
 	switch {

@@ -313,6 +313,39 @@ func (m *localManager) Interest(channel, node string, delta int) {
 	mc.mu.Unlock()
 }
 
+func (m *localManager) Expire(channel string, through uint64) (int, error) {
+	if m.cl != nil && !m.cl.managed(channel) {
+		// Not this node's channel in its view (the views differ for a
+		// moment): expire nothing rather than build a second list; the
+		// host asks again at its next sweep.
+		return 0, nil
+	}
+	mc := m.lockLive(channel, false)
+	if mc == nil {
+		return 0, nil
+	}
+	defer mc.mu.Unlock()
+	refs := mc.st.expireThrough(through, nil)
+	m.free(refs)
+	if len(refs) > 0 && m.cl != nil && len(mc.st.rnodes) > 0 {
+		m.cl.notify(channel, readerNodes(mc.st))
+	}
+	return len(refs), nil
+}
+
+// free releases expired streamlets at their hosts (lost ones and holes
+// have nothing to free).
+func (m *localManager) free(refs []StreamletRef) {
+	for _, ref := range refs {
+		if ref.ID == 0 || ref.Lost {
+			continue
+		}
+		if host := m.hostOf(ref.Host); host != nil {
+			host.Free(ref.ID)
+		}
+	}
+}
+
 // nodeDown records that node died: streamlets it hosted are lost (their
 // open ones closed at the largest end they could have reached), its
 // readers are forgotten, and the channels' other reader nodes are told.
@@ -360,14 +393,7 @@ func (m *localManager) tick(now time.Time) {
 				m.sealRef(cs, ref, ns)
 			}
 			expired = cs.expireRefs(ns, expired[:0])
-			for _, ref := range expired {
-				if ref.ID == 0 || ref.Lost {
-					continue
-				}
-				if host := m.hostOf(ref.Host); host != nil {
-					host.Free(ref.ID)
-				}
-			}
+			m.free(expired)
 			if cs.droppable(ns) {
 				drop = append(drop, mc)
 			}

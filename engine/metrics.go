@@ -87,8 +87,14 @@ type Metrics struct {
 
 	StreamletsHosted  int64 // gauge
 	StreamletsCreated int64
-	Channels          int64 // managed channels (gauge)
-	Grants            int64 // write grants issued
+	// RetainedBytes is the memory of the message history this node holds
+	// (hosted streamlets and gateway copies) at the last retention sweep
+	// (gauge); RetentionExpired counts the streamlets and copies expired
+	// ahead of their TTL because it exceeded Options.MaxRetained.
+	RetainedBytes    int64
+	RetentionExpired int64
+	Channels         int64 // managed channels (gauge)
+	Grants           int64 // write grants issued
 
 	HeapBytes  int64   // Go heap in use (gauge)
 	Goroutines int64   // gauge
@@ -165,6 +171,7 @@ collect:
 		Violations:   make(map[string]int64),
 
 		StreamletsHosted: s.host.hosted.Load(), StreamletsCreated: int64(s.host.nextID.Load()),
+		RetainedBytes: s.ret.retained.Load(), RetentionExpired: s.ret.expired.Load(),
 		Channels: int64(s.mgr.channels()), Grants: s.mgr.grants.Load(),
 		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
 	}
@@ -282,6 +289,8 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	node := []string{"node", m.Node}
 	p.one("sluice_node_streamlets_hosted", "gauge", "Node load: streamlets hosted.", float64(m.StreamletsHosted), node...)
 	p.one("sluice_node_connections", "gauge", "Node load: client connections.", float64(m.Connections), node...)
+	p.one("sluice_node_retained_bytes", "gauge", "Node load: memory of the message history held (hosted streamlets and gateway copies), bytes.", float64(m.RetainedBytes), node...)
+	p.one("sluice_retention_expired_total", "counter", "Streamlets and gateway copies expired before their TTL because the node exceeded its retention budget.", float64(m.RetentionExpired))
 	p.one("sluice_node_heap_bytes", "gauge", "Node load: Go heap in use, bytes.", float64(m.HeapBytes), node...)
 	p.one("sluice_node_goroutines", "gauge", "Node load: goroutines.", float64(m.Goroutines), node...)
 	p.one("sluice_node_cpu_seconds_total", "counter", "Node load: process CPU time (user+system).", m.CPUSeconds, node...)

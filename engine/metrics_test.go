@@ -117,6 +117,7 @@ func TestMetricsScrapeAfterKnownTraffic(t *testing.T) {
 		"sluice_channels":                                     1,
 		"sluice_grants_total":                                 1,
 		`sluice_slow_consumer_actions_total{action="skip"}`:   0,
+		"sluice_retention_expired_total":                      0,
 	}
 	for k, v := range want {
 		got, ok := m[k]
@@ -125,6 +126,12 @@ func TestMetricsScrapeAfterKnownTraffic(t *testing.T) {
 		} else if got != v {
 			t.Errorf("%s = %v, want %v", k, got, v)
 		}
+	}
+	// The retained history is measured at each tick: 1000 payload bytes
+	// take at least that much, far below the budget.
+	s.retentionSweep()
+	if r := scrape(t, base+"/metrics")[`sluice_node_retained_bytes{node="node-a"}`]; r < 1000 || r > 1<<20 {
+		t.Errorf("retained bytes %v, want the footprint of 10 x 100 B", r)
 	}
 	// Bytes: at least the frames and payloads that went each way.
 	if in := m["sluice_received_bytes_total"]; in < 10*(wire.HeaderLen+1+6+100) {

@@ -87,11 +87,11 @@ func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
 			break // a hole: cannot happen on one ordered link
 		}
 		if _, err := s.buf.Append(p, wire.FeedStamp(stamps, i)); err != nil {
-			s.buf.Seal()
+			s.sealLocked()
 		}
 	}
-	if f.Flags&(wire.FeedSealed|wire.FeedGone) != 0 && !s.buf.Sealed() {
-		s.buf.Seal()
+	if f.Flags&(wire.FeedSealed|wire.FeedGone) != 0 && s.mirror.sealedAt == 0 {
+		s.sealLocked()
 		s.mirror.sealedAt = ms.srv.clock().UnixNano()
 	}
 	s.mu.Unlock()
@@ -101,8 +101,8 @@ func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
 // end seals a copy whose feed cannot continue and wakes its readers.
 func (ms *mirrorSet) end(s *streamlet) {
 	s.mu.Lock()
-	if !s.buf.Sealed() {
-		s.buf.Seal()
+	if s.mirror.sealedAt == 0 {
+		s.sealLocked()
 		s.mirror.sealedAt = ms.srv.clock().UnixNano()
 	}
 	s.mu.Unlock()

@@ -61,6 +61,13 @@ type Options struct {
 	// TTL is how long a closed streamlet keeps serving reads before it is
 	// freed (the channel's retention).
 	TTL time.Duration
+	// MaxRetained bounds the bytes of message history this node keeps in
+	// memory: its hosted streamlets plus its gateway copies of streamlets
+	// hosted elsewhere. Past it the oldest closed streamlets are expired
+	// before their TTL (readers get GAP expired); open streamlets are never
+	// expired, so the bound is exceeded by at most the open streamlets. 0
+	// disables the bound (history is then bounded only by TTL and rate).
+	MaxRetained int
 	// ChannelRules override the four limits above per channel-name prefix.
 	ChannelRules []ChannelRule
 
@@ -119,7 +126,8 @@ type Options struct {
 }
 
 // DefaultOptions returns the defaults of BRIEF.md: limit-msgs 5,000,
-// limit-size 2 MiB, limit-life 4 s, TTL 60 s, max payload 1 MiB.
+// limit-size 2 MiB, limit-life 4 s, TTL 60 s, max payload 1 MiB; and a
+// retention budget (MaxRetained) of 1 GiB per node.
 func DefaultOptions() Options {
 	return Options{
 		Listen:           "127.0.0.1:7400",
@@ -131,6 +139,7 @@ func DefaultOptions() Options {
 		LimitSize:        2 << 20,
 		LimitLife:        4 * time.Second,
 		TTL:              60 * time.Second,
+		MaxRetained:      1 << 30,
 		OutboundLimit:    8 << 20,
 		SlowPolicy:       SlowSkip,
 		PingInterval:     30 * time.Second,
@@ -179,6 +188,8 @@ func (o *Options) Validate() error {
 		return optErr("MaxSubsPerConn", "%d is outside 1..65535", o.MaxSubsPerConn)
 	case o.MaxPayload < 1 || o.MaxPayload > 64<<20:
 		return optErr("MaxPayload", "%d is outside 1..64 MiB", o.MaxPayload)
+	case o.MaxRetained < 0:
+		return optErr("MaxRetained", "negative")
 	case o.OutboundLimit < 64<<10:
 		return optErr("OutboundLimit", "%d is below 64 KiB", o.OutboundLimit)
 	case o.SlowPolicy != SlowSkip && o.SlowPolicy != SlowDisconnect:

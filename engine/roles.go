@@ -84,6 +84,13 @@ type Manager interface {
 	// node reading the channel; a channel with readers is never dropped,
 	// and reader nodes are told when the channel gets a new streamlet.
 	Interest(channel, node string, delta int)
+	// Expire frees the channel's closed streamlets up to and including
+	// streamlet through now, ahead of their TTL: the host of through holds
+	// more than its retention budget (Options.MaxRetained). Readers of the
+	// freed range get GAP expired, as after a TTL. The open streamlet is
+	// never expired, and an id the channel does not list as closed frees
+	// nothing. It returns how many streamlets it expired.
+	Expire(channel string, through uint64) (int, error)
 }
 
 // Host is the hosting-node role: it keeps streamlets in memory and serves

@@ -37,6 +37,7 @@ type Server struct {
 	route   Manager
 	cl      *cluster // nil on a single node
 	mirrors *mirrorSet
+	ret     retention
 	// peerMaxBody is the body limit on node-to-node connections.
 	peerMaxBody uint32
 
@@ -212,10 +213,17 @@ func (s *Server) ticker() {
 	defer close(s.tickDone)
 	t := time.NewTicker(s.tickInterval())
 	defer t.Stop()
+	// The retention budget is checked more often than the lifecycle
+	// ticks: at a high publish rate each interval adds its worth of
+	// history above the budget.
+	rt := time.NewTicker(retentionInterval)
+	defer rt.Stop()
 	for {
 		select {
 		case <-s.tickStop:
 			return
+		case <-rt.C:
+			s.retentionSweep()
 		case now := <-t.C:
 			s.mgr.tick(now)
 			s.mirrors.sweep(now.UnixNano())

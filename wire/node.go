@@ -119,7 +119,8 @@ const (
 	OpNotify     NodeOp = 8  // gateway: str8 channel -> empty
 	OpStatus     NodeOp = 9  // any: empty -> JSON status document
 	OpLen        NodeOp = 10 // host: u64 id -> u8 found, u32 len
-	opMax               = OpLen
+	OpExpire     NodeOp = 11 // manager: str8 channel, u64 through -> u32 expired
+	opMax               = OpExpire
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's

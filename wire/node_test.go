@@ -577,7 +577,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpLen)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpLen+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpExpire)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpExpire+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
@@ -669,10 +669,11 @@ func TestNodeStatuses(t *testing.T) {
 		t.Fatal("status constants moved (PROTOCOL.md 9.3)")
 	}
 	if wire.OpWriteGrant != 1 || wire.OpInfo != 2 || wire.OpInterest != 3 || wire.OpHost != 4 || wire.OpSeal != 5 ||
-		wire.OpFree != 6 || wire.OpList != 7 || wire.OpNotify != 8 || wire.OpStatus != 9 || wire.OpLen != 10 {
+		wire.OpFree != 6 || wire.OpList != 7 || wire.OpNotify != 8 || wire.OpStatus != 9 || wire.OpLen != 10 ||
+		wire.OpExpire != 11 {
 		t.Fatal("op constants moved (PROTOCOL.md 9.4)")
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpLen; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpExpire; op++ {
 		f := wire.AppendNodeRequest(nil, 1, op, nil)
 		if gotOp, rest, err := wire.DecodeNodeRequest(f[wire.HeaderLen:]); err != nil || gotOp != op || len(rest) != 0 {
 			t.Errorf("op %d: %d % x, %v", op, gotOp, rest, err)
@@ -800,6 +801,7 @@ const (
 var opRequestShapes = map[wire.NodeOp]string{
 	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: shapeGrant,
 	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
+	wire.OpExpire: "sq",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -993,7 +995,7 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpLen; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpExpire; op++ {
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}

@@ -64,6 +64,8 @@ func TestParseServe(t *testing.T) {
 		{[]string{"--limit-msgs", "10", "--limit-size", "2MiB", "--limit-life", "2s", "--ttl", "1m"}, func(c serveConfig) bool {
 			return c.opts.LimitMsgs == 10 && c.opts.LimitSize == 2<<20 && c.opts.LimitLife == 2*time.Second && c.opts.TTL == time.Minute
 		}, ""},
+		{[]string{"--max-retained", "256MiB"}, func(c serveConfig) bool { return c.opts.MaxRetained == 256<<20 }, ""},
+		{nil, func(c serveConfig) bool { return c.opts.MaxRetained == 1<<30 }, ""},
 		{[]string{"--max-payload", "1000", "--outbound-limit", "8MB", "--slow-policy", "disconnect"}, func(c serveConfig) bool {
 			return c.opts.MaxPayload == 1000 && c.opts.OutboundLimit == 8e6 && c.opts.SlowPolicy == engine.SlowDisconnect
 		}, ""},

@@ -90,6 +90,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.Var(byteSize{&o.LimitSize}, "limit-size", "stored `BYTES` per streamlet")
 	fs.DurationVar(&o.LimitLife, "limit-life", o.LimitLife, "write lease of a streamlet, `DUR`")
 	fs.DurationVar(&o.TTL, "ttl", o.TTL, "retention of a streamlet, `DUR`")
+	fs.Var(byteSize{&o.MaxRetained}, "max-retained", "message history this node keeps in memory, `BYTES`; past it the oldest closed streamlets expire early (0 = no bound)")
 	fs.Var(byteSize{&o.MaxPayload}, "max-payload", "largest message payload, `BYTES`")
 	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "concurrent client connections, `N`")
 	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", o.MaxConnsPerAddr, "concurrent connections from one IP address, `N` (0 = unlimited)")

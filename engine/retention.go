@@ -1,0 +1,170 @@
+package engine
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// retention enforces Options.MaxRetained, the node's budget of message
+// history in memory: the streamlets it hosts plus its gateway copies of
+// streamlets hosted elsewhere (mirror.go). When the footprint of their
+// buffers exceeds the budget, the oldest sealed ones are expired ahead of
+// their TTL, oldest seal first, until the footprint fits:
+//
+//   - a hosted streamlet is expired by its channel's manager
+//     (Manager.Expire, which frees the channel's list up to and including
+//     it, so a later streamlet still never expires before an earlier one,
+//     and readers of the range get GAP expired as after a TTL);
+//   - a gateway copy is dropped (a reader that still needs it makes a new
+//     copy from the host, if the host still has it).
+//
+// Open streamlets are never expired: with many channels publishing at once
+// their open streamlets (each at most limit-size) may alone exceed the
+// budget.
+//
+// The sweep runs on the server's ticker goroutine every retentionInterval
+// (so the budget is exceeded by at most what is published meanwhile, plus
+// the open streamlets); in a cluster the
+// expiries, which are requests to other nodes, run on one goroutine of
+// their own, one sweep at a time.
+type retention struct {
+	busy     atomic.Bool  // a sweep's expiries are running
+	retained atomic.Int64 // footprint at the last sweep (metrics)
+	expired  atomic.Int64 // streamlets and copies expired ahead of their TTL (metrics)
+}
+
+// retentionInterval is how often the budget is checked. A check walks the
+// node's streamlets and copies (tens of nanoseconds each).
+const retentionInterval = 50 * time.Millisecond
+
+// retained is one sealed streamlet or copy that the budget may expire.
+type retained struct {
+	seq uint64 // streamlet.sealSeq
+	fp  int    // its footprint
+	s   *streamlet
+}
+
+// footprint returns the bytes held by the host's streamlets and, with
+// cands not nil, appends the sealed ones to *cands.
+func (h *localHost) footprint(cands *[]retained) int64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var total int64
+	for _, s := range h.streamlets {
+		fp := s.buf.Footprint()
+		total += int64(fp)
+		if cands != nil && s.buf.Sealed() {
+			if seq := s.sealSeq.Load(); seq != 0 {
+				*cands = append(*cands, retained{seq, fp, s})
+			}
+		}
+	}
+	return total
+}
+
+// footprint is localHost.footprint for the gateway copies; a copy counts
+// as sealed once its feed ended.
+func (ms *mirrorSet) footprint(cands *[]retained) int64 {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var total int64
+	for _, s := range ms.m {
+		fp := s.buf.Footprint()
+		total += int64(fp)
+		if cands != nil && s.buf.Sealed() {
+			if seq := s.sealSeq.Load(); seq != 0 {
+				*cands = append(*cands, retained{seq, fp, s})
+			}
+		}
+	}
+	return total
+}
+
+// drop frees copy s now, unless it was replaced or dropped meanwhile.
+func (ms *mirrorSet) drop(s *streamlet) bool {
+	ms.mu.Lock()
+	if ms.m[s.id] != s {
+		ms.mu.Unlock()
+		return false
+	}
+	delete(ms.m, s.id)
+	ms.mu.Unlock()
+	s.mu.Lock()
+	s.buf.Seal()
+	s.buf.Free()
+	s.mu.Unlock()
+	return true
+}
+
+// chooseExpired returns the candidates to expire, oldest seal first, so
+// that total minus their footprints fits in budget (all of them when it
+// cannot). It reorders cands.
+func chooseExpired(total, budget int64, cands []retained) []retained {
+	slices.SortFunc(cands, func(a, b retained) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	k := 0
+	for k < len(cands) && total > budget {
+		total -= int64(cands[k].fp)
+		k++
+	}
+	return cands[:k]
+}
+
+// retentionSweep checks the budget and expires what exceeds it (see
+// retention). Called by the ticker.
+func (s *Server) retentionSweep() {
+	budget := int64(s.opts.MaxRetained)
+	total := s.host.footprint(nil) + s.mirrors.footprint(nil)
+	s.ret.retained.Store(total)
+	if budget <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
+		return
+	}
+	var cands []retained
+	total = s.host.footprint(&cands) + s.mirrors.footprint(&cands)
+	victims := chooseExpired(total, budget, cands)
+	if s.cl == nil {
+		s.expire(victims)
+		return
+	}
+	go s.expire(victims)
+}
+
+// expire drops the victims that are gateway copies and asks the managers to
+// expire the hosted ones: one request per channel, through its newest
+// victim (the list is oldest first). It ends the sweep.
+func (s *Server) expire(victims []retained) {
+	defer s.ret.busy.Store(false)
+	through := make(map[string]uint64)
+	var order []string
+	for _, v := range victims {
+		if v.s.mirror != nil {
+			if s.mirrors.drop(v.s) {
+				s.ret.expired.Add(1)
+			}
+			continue
+		}
+		if _, ok := through[v.s.channel]; !ok {
+			order = append(order, v.s.channel)
+		}
+		through[v.s.channel] = v.s.id
+	}
+	for _, ch := range order {
+		if s.stopped.Load() {
+			return
+		}
+		// A manager that does not list the streamlet as closed yet (the
+		// host sealed it itself and no writer has asked for a new grant)
+		// expires nothing; the next sweep asks again.
+		if n, err := s.route.Expire(ch, through[ch]); err == nil {
+			s.ret.expired.Add(int64(n))
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// TestExpireThroughRemovesAPrefix: the manager's early expiry removes the
+// closed streamlets up to and including the one named, never the open one,
+// and nothing for an id it does not list as closed.
+func TestExpireThroughRemovesAPrefix(t *testing.T) {
+	list := func() *chanState {
+		return &chanState{next: 40, list: []StreamletRef{
+			{ID: 0, First: 1, End: 10, Closed: true, Lost: true}, // a hole
+			{ID: 11, First: 10, End: 20, Closed: true},
+			{ID: 12, First: 20, End: 30, Closed: true},
+			{ID: 13, First: 30, End: 40, Closed: true},
+			{ID: 14, First: 40},
+		}}
+	}
+	for _, tc := range []struct {
+		through uint64
+		gone    []uint64 // ids expired, in order
+		first   uint64   // First of the list after
+	}{
+		{12, []uint64{0, 11, 12}, 30},
+		{13, []uint64{0, 11, 12, 13}, 40},
+		{11, []uint64{0, 11}, 20},
+		{14, nil, 1}, // open: never
+		{99, nil, 1}, // unknown
+		{0, nil, 1},  // holes are not named
+	} {
+		cs := list()
+		var ids []uint64
+		for _, r := range cs.expireThrough(tc.through, nil) {
+			ids = append(ids, r.ID)
+		}
+		if !slices.Equal(ids, tc.gone) || cs.list[0].First != tc.first {
+			t.Errorf("through %d: expired %v, list starts at %d; want %v and %d", tc.through, ids, cs.list[0].First, tc.gone, tc.first)
+		}
+	}
+}
+
+// TestChooseExpiredOldestSealFirst: victims are taken in seal order until
+// the rest fits, and all of them when it cannot.
+func TestChooseExpiredOldestSealFirst(t *testing.T) {
+	cands := func() []retained {
+		return []retained{{seq: 7, fp: 10}, {seq: 2, fp: 30}, {seq: 5, fp: 20}, {seq: 9, fp: 40}}
+	}
+	seqs := func(v []retained) []uint64 {
+		var out []uint64
+		for _, r := range v {
+			out = append(out, r.seq)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		total, budget int64
+		want          []uint64
+	}{
+		{100, 100, nil},
+		{100, 99, []uint64{2}},
+		{100, 70, []uint64{2}},
+		{100, 69, []uint64{2, 5}},
+		{150, 90, []uint64{2, 5, 7}}, // 150-30-20-10 = 90
+		{150, 60, []uint64{2, 5, 7, 9}},
+		{150, 10, []uint64{2, 5, 7, 9}},
+		{500, 10, []uint64{2, 5, 7, 9}}, // open streamlets alone exceed it
+	} {
+		if got := seqs(chooseExpired(tc.total, tc.budget, cands())); !slices.Equal(got, tc.want) {
+			t.Errorf("total %d budget %d: %v, want %v", tc.total, tc.budget, got, tc.want)
+		}
+	}
+}
+
+// retentionOpts: 16 KiB streamlets that never close by lease or expire by
+// TTL during a test, so that only the budget expires them.
+func retentionOpts(budget int) func(*Options) {
+	return func(o *Options) {
+		o.LimitMsgs = 5000
+		o.LimitSize = 16 << 10
+		o.LimitLife = time.Hour
+		o.TTL = time.Hour
+		o.MaxPayload = 4 << 10
+		o.MaxRetained = budget
+	}
+}
+
+// publishKiB publishes n payloads of about 1 KiB to ch and returns their
+// positions.
+func publishKiB(t *testing.T, c *rawConn, ch string, n int) []uint64 {
+	t.Helper()
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = fmt.Appendf(make([]byte, 0, 1000), "%s-%06d-%0980d", ch, i, 0)
+	}
+	pos, err := c.publishBatch(ch, payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
+// overBudget reports how far the node's sealed history exceeds budget
+// (open streamlets do not count: the budget never expires them).
+func overBudget(s *Server, budget int) int64 {
+	var sealed []retained
+	s.host.footprint(&sealed)
+	s.mirrors.footprint(&sealed)
+	var n int64
+	for _, r := range sealed {
+		n += int64(r.fp)
+	}
+	return n - int64(budget)
+}
+
+// TestRetention_BudgetExpiresOldestFirst: past MaxRetained the node
+// expires closed streamlets ahead of their TTL, oldest seal first and
+// across channels, down to the budget; a reader of the expired range gets
+// GAP expired and then every retained message; the metrics count it.
+func TestRetention_BudgetExpiresOldestFirst(t *testing.T) {
+	const budget = 384 << 10
+	s := startTest(t, retentionOpts(budget))
+	pub, _ := helloRaw(t, s.Addr())
+	old := publishKiB(t, pub, "ret.old", 64)  // sealed first
+	neu := publishKiB(t, pub, "ret.new", 320) // ~20 streamlets: more than the budget
+	eventually(t, waitFor, "the sealed history fits the budget", func() bool {
+		s.retentionSweep()
+		return overBudget(s, budget) <= 0 && !s.ret.busy.Load()
+	})
+	oi := checkChain(t, s, "ret.old")
+	if len(oi.Streamlets) != 1 || oi.Streamlets[0].Closed || oi.Earliest == old[0] {
+		t.Fatalf("ret.old: %+v; want its closed streamlets expired (the oldest seals), only the open one left", oi)
+	}
+	ni := checkChain(t, s, "ret.new")
+	closed := 0
+	for _, r := range ni.Streamlets {
+		if r.Closed {
+			closed++
+		}
+	}
+	if ni.Earliest <= neu[0] || closed == 0 {
+		t.Fatalf("ret.new: earliest %d (first published %d), %d closed retained; want some expired and the newest kept: %+v",
+			ni.Earliest, neu[0], closed, ni)
+	}
+
+	// A reader of the expired range: GAP expired, then everything retained.
+	r, _ := helloRaw(t, s.Addr())
+	r.subscribe(3, "ret.new", wire.StartPosition, neu[0])
+	evs, err := r.eventsUntil(3, neu[len(neu)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, gaps, err := checkStream(evs, 3, neu[0], neu[len(neu)-1])
+	if err != nil || len(gaps) != 1 || gaps[0].From != neu[0] || gaps[0].To != ni.Earliest-1 || gaps[0].Reason != wire.GapExpired {
+		t.Fatalf("reader: %v, gaps %v; want one GAP %d..%d expired", err, gaps, neu[0], ni.Earliest-1)
+	}
+	if want := int(neu[len(neu)-1] - ni.Earliest + 1); len(msgs) != want {
+		t.Fatalf("reader got %d messages after the gap, want %d", len(msgs), want)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	m := s.Metrics(ctx)
+	if m.RetentionExpired < int64(len(ni.Streamlets)) || m.RetainedBytes <= 0 {
+		t.Fatalf("metrics: expired %d, retained %d bytes", m.RetentionExpired, m.RetainedBytes)
+	}
+}
+
+// TestRetention_UnderBudgetOrDisabledKeepsHistory: a node under its budget,
+// or with the bound disabled, expires nothing early.
+func TestRetention_UnderBudgetOrDisabledKeepsHistory(t *testing.T) {
+	for _, budget := range []int{1 << 30, 0} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			s := startTest(t, retentionOpts(budget))
+			pub, _ := helloRaw(t, s.Addr())
+			pos := publishKiB(t, pub, "ret.keep", 320)
+			s.retentionSweep() // single node: its expiries are done when it returns
+			if info := checkChain(t, s, "ret.keep"); info.Earliest != pos[0] {
+				t.Fatalf("earliest %d, want %d: history expired under budget %d", info.Earliest, pos[0], budget)
+			}
+			if n := s.ret.expired.Load(); n != 0 {
+				t.Fatalf("%d expired", n)
+			}
+			if budget == 0 && overBudget(s, 384<<10) <= 0 {
+				t.Fatal("the test did not retain more than the other test's budget")
+			}
+		})
+	}
+}
+
+// TestCluster_RetentionBudget: hosts past their budget have the channel's
+// manager (another node) expire their oldest streamlets, and a reader
+// node's copies count against its own budget; a later reader of the range
+// gets GAP expired.
+func TestCluster_RetentionBudget(t *testing.T) {
+	const budget = 256 << 10
+	nodes := startCluster3(t, retentionOpts(budget))
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ch := channelManagedBy(t, a, "a", "ret")
+	pub, _ := helloRaw(t, a.Addr())
+	pos := publishKiB(t, pub, ch, 600)
+	// A reader on c from the first position: c copies what b hosts.
+	rd, _ := helloRaw(t, c.Addr())
+	rd.subscribe(5, ch, wire.StartPosition, pos[0])
+	if _, err := rd.eventsUntil(5, pos[len(pos)-1]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitFor, "every node's sealed history fits its budget", func() bool {
+		ok := true
+		for _, s := range nodes {
+			s.retentionSweep()
+			if overBudget(s, budget) > 0 || s.ret.busy.Load() {
+				ok = false
+			}
+		}
+		return ok
+	})
+	info, found := a.mgr.Info(ch, false)
+	if !found || info.Earliest <= pos[0] {
+		t.Fatalf("manager a: %+v; want the oldest streamlets expired", info)
+	}
+	if b.ret.expired.Load()+c.ret.expired.Load() == 0 {
+		t.Fatal("no host or reader node expired anything")
+	}
+	late, _ := helloRaw(t, b.Addr())
+	late.subscribe(6, ch, wire.StartPosition, pos[0])
+	evs, err := late.eventsUntil(6, pos[len(pos)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gaps, err := checkStream(evs, 6, pos[0], pos[len(pos)-1])
+	if err != nil || len(gaps) == 0 || gaps[0].From != pos[0] || gaps[0].Reason != wire.GapExpired {
+		t.Fatalf("late reader: %v, gaps %v; want GAP expired from %d first", err, gaps, pos[0])
+	}
+}
