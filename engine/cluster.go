@@ -713,10 +713,15 @@ func (r *clusterRouter) WriteGrant(channel string, after uint64) (Grant, error) 
 }
 
 func (r *clusterRouter) Info(channel string, create bool) (ChannelInfo, bool) {
-	var info ChannelInfo
-	var found bool
-	_ = r.routed(channel, func() error {
-		info, found = r.c.srv.mgr.Info(channel, create)
+	info, found, _ := r.c.info(channel, create)
+	return info, found
+}
+
+// info asks the channel's manager for its list (clusterRouter.Info), and
+// reports a failed request as an error rather than as "not found".
+func (c *cluster) info(channel string, create bool) (info ChannelInfo, found bool, err error) {
+	err = (&clusterRouter{c}).routed(channel, func() error {
+		info, found = c.srv.mgr.Info(channel, create)
 		return nil
 	}, func(node string) error {
 		var e wire.NodeEnc
@@ -726,14 +731,14 @@ func (r *clusterRouter) Info(channel string, create bool) (ChannelInfo, bool) {
 		} else {
 			e.U8(0)
 		}
-		b, err := r.c.call(node, wire.OpInfo, e.B)
+		b, err := c.call(node, wire.OpInfo, e.B)
 		if err != nil {
 			return err
 		}
 		info, found, err = decInfo(b)
 		return err
 	})
-	return info, found
+	return info, found, err
 }
 
 func (r *clusterRouter) Interest(channel, node string, delta int) {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rtm/sluice/ringbuf"
 )
@@ -40,6 +41,10 @@ type streamlet struct {
 	// sealCount; 0 while open): the retention budget frees the oldest
 	// first (retention.go).
 	sealSeq atomic.Uint64
+	// sealedAt is when the buffer was sealed (unix ns, time.Now; 0 while
+	// open): a hosted streamlet sealed long ago that its manager no longer
+	// lists is an orphan (retention.go, reapOrphans).
+	sealedAt atomic.Int64
 }
 
 // sealCount numbers seals, node-wide.
@@ -50,6 +55,7 @@ func (s *streamlet) sealLocked() {
 	if !s.buf.Sealed() {
 		s.buf.Seal()
 		s.sealSeq.Store(sealCount.Add(1))
+		s.sealedAt.Store(time.Now().UnixNano())
 	}
 }
 

@@ -30,6 +30,8 @@ import (
 // their own, one sweep at a time.
 type retention struct {
 	busy     atomic.Bool  // a sweep's expiries are running
+	reaping  atomic.Bool  // reapOrphans is running
+	reaped   atomic.Int64 // orphans freed (tests, logs)
 	retained atomic.Int64 // footprint at the last sweep (metrics)
 	expired  atomic.Int64 // streamlets and copies expired ahead of their TTL (metrics)
 }
@@ -167,4 +169,61 @@ func (s *Server) expire(victims []retained) {
 			s.ret.expired.Add(int64(n))
 		}
 	}
+}
+
+// orphanGrace is how long after its latest possible expiry a sealed
+// streamlet is kept before the host asks its manager whether it is still
+// listed.
+const orphanGrace = time.Minute
+
+// reapOrphans frees hosted streamlets that their channel's manager no
+// longer lists. In a cluster a manager expires a streamlet by sending FREE
+// to its host; when that failed (the link was down), the host would keep
+// the streamlet forever. So a sealed streamlet older than its channel's
+// lease + TTL + the allowed clock skew + orphanGrace (by then every
+// manager has expired it, even one that only learnt of the seal at the end
+// of the lease) is looked up in the manager's list (INFO), and freed when
+// the manager answers and does not list it. No answer, or a channel the
+// manager does not know, frees nothing. A single node frees at expiry
+// directly and never has orphans. Called by the ticker; the lookups run on
+// one goroutine at a time.
+func (s *Server) reapOrphans() {
+	if s.cl == nil || !s.ret.reaping.CompareAndSwap(false, true) {
+		return
+	}
+	now := time.Now().UnixNano()
+	skew := s.cl.skew()
+	old := make(map[string][]uint64)
+	s.host.mu.RLock()
+	for id, st := range s.host.streamlets {
+		at := st.sealedAt.Load()
+		l := s.opts.limitsFor(st.channel)
+		if at != 0 && now-at > int64(l.life+l.ttl+skew+orphanGrace) {
+			old[st.channel] = append(old[st.channel], id)
+		}
+	}
+	s.host.mu.RUnlock()
+	if len(old) == 0 {
+		s.ret.reaping.Store(false)
+		return
+	}
+	go func() {
+		defer s.ret.reaping.Store(false)
+		for ch, ids := range old {
+			if s.stopped.Load() {
+				return
+			}
+			info, found, err := s.cl.info(ch, false)
+			if err != nil || !found {
+				continue
+			}
+			for _, id := range ids {
+				if !slices.ContainsFunc(info.Streamlets, func(r StreamletRef) bool { return r.ID == id }) {
+					s.host.Free(id)
+					s.ret.reaped.Add(1)
+					s.log.Warn("freed a streamlet its manager no longer lists", "channel", ch, "streamlet", id)
+				}
+			}
+		}
+	}()
 }

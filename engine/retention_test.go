@@ -239,3 +239,55 @@ func TestCluster_RetentionBudget(t *testing.T) {
 		t.Fatalf("late reader: %v, gaps %v; want GAP expired from %d first", err, gaps, pos[0])
 	}
 }
+
+// TestCluster_OrphanStreamletsAreFreed: a sealed streamlet older than its
+// channel's lease + TTL that the manager does not list (its FREE was lost)
+// is freed by its host; an old streamlet the manager still lists is kept.
+func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	a := nodes[0]
+	ch := channelManagedBy(t, a, "a", "orphan")
+	pub, _ := helloRaw(t, a.Addr())
+	pos := publishKiB(t, pub, ch, 250) // 100 per streamlet: two closed, one open
+	info := checkChain(t, a, ch)
+	listed := info.Streamlets[0]
+	var host *Server
+	for _, s := range nodes {
+		if s.cl.self == listed.Host {
+			host = s
+		}
+	}
+	if host == nil || !listed.Closed {
+		t.Fatalf("first streamlet %+v", listed)
+	}
+	// An orphan on the same host: hosted, sealed, in no list.
+	orphan := host.host.newID()
+	if err := host.host.HostStreamlet(Grant{Channel: ch, Epoch: info.Epoch, Streamlet: orphan, Host: listed.Host,
+		First: 1, LimitMsgs: 10, LimitSize: 1 << 20, LeaseEnd: time.Now().Add(time.Hour).UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.host.Seal(orphan, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	longAgo := time.Now().Add(-24 * time.Hour).UnixNano()
+	host.host.Streamlet(orphan).sealedAt.Store(longAgo)
+	host.host.Streamlet(listed.ID).sealedAt.Store(longAgo)
+
+	eventually(t, waitFor, "the orphan freed", func() bool {
+		host.reapOrphans()
+		return host.host.Streamlet(orphan) == nil && !host.ret.reaping.Load()
+	})
+	if host.host.Streamlet(listed.ID) == nil {
+		t.Fatal("a streamlet its manager lists was freed")
+	}
+	// The listed one still serves reads.
+	r, _ := helloRaw(t, nodes[1].Addr())
+	r.subscribe(1, ch, wire.StartPosition, pos[0])
+	evs, err := r.eventsUntil(1, pos[len(pos)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, gaps, err := checkStream(evs, 1, pos[0], pos[len(pos)-1]); err != nil || len(gaps) != 0 {
+		t.Fatalf("reading after the reap: %v, gaps %v", err, gaps)
+	}
+}

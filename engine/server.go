@@ -227,6 +227,7 @@ func (s *Server) ticker() {
 		case now := <-t.C:
 			s.mgr.tick(now)
 			s.mirrors.sweep(now.UnixNano())
+			s.reapOrphans()
 			for _, l := range s.loopList() {
 				l.execute(l.sweep)
 			}
