@@ -23,15 +23,13 @@ import (
 // their open streamlets (each at most limit-size) may alone exceed the
 // budget.
 //
-// The sweep runs on the server's ticker goroutine every retentionInterval
-// (so the budget is exceeded by at most what is published meanwhile, plus
-// the open streamlets); in a cluster the
-// expiries, which are requests to other nodes, run on one goroutine of
-// their own, one sweep at a time.
+// The sweep runs on the server's ticker goroutine every retentionInterval,
+// so the budget is exceeded by at most what is published meanwhile, plus
+// the open streamlets. In a cluster the expiries, which are requests to
+// other nodes, run on one goroutine of their own, one sweep at a time.
 type retention struct {
 	busy     atomic.Bool  // a sweep's expiries are running
 	reaping  atomic.Bool  // reapOrphans is running
-	reaped   atomic.Int64 // orphans freed (tests, logs)
 	retained atomic.Int64 // footprint at the last sweep (metrics)
 	expired  atomic.Int64 // streamlets and copies expired ahead of their TTL (metrics)
 }
@@ -220,7 +218,6 @@ func (s *Server) reapOrphans() {
 			for _, id := range ids {
 				if !slices.ContainsFunc(info.Streamlets, func(r StreamletRef) bool { return r.ID == id }) {
 					s.host.Free(id)
-					s.ret.reaped.Add(1)
 					s.log.Warn("freed a streamlet its manager no longer lists", "channel", ch, "streamlet", id)
 				}
 			}
