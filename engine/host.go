@@ -136,6 +136,10 @@ type localHost struct {
 	streamlets map[uint64]*streamlet
 
 	hosted atomic.Int64 // streamlets currently hosted (load report)
+	// retained sums the footprints of this node's history: its hosted
+	// streamlets and its gateway copies (ringbuf.Buffer.Account); the
+	// retention budget reads it (retention.go).
+	retained atomic.Int64
 	// appended counts messages and payload bytes appended (load report).
 	appended, appendedBytes atomic.Uint64
 }
@@ -154,6 +158,7 @@ func (h *localHost) HostStreamlet(g Grant) error {
 		id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
 		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
 	}
+	s.buf.Account(&h.retained)
 	h.mu.Lock()
 	if h.streamlets[g.Streamlet] != nil {
 		h.mu.Unlock()

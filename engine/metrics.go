@@ -88,8 +88,7 @@ type Metrics struct {
 	StreamletsHosted  int64 // gauge
 	StreamletsCreated int64
 	// RetainedBytes is the memory of the message history this node holds
-	// (hosted streamlets and gateway copies) at the last retention sweep
-	// (gauge); RetentionExpired counts the streamlets and copies expired
+	// (hosted streamlets and gateway copies; gauge); RetentionExpired counts the streamlets and copies expired
 	// ahead of their TTL because it exceeded Options.MaxRetained.
 	RetainedBytes    int64
 	RetentionExpired int64
@@ -171,7 +170,7 @@ collect:
 		Violations:   make(map[string]int64),
 
 		StreamletsHosted: s.host.hosted.Load(), StreamletsCreated: int64(s.host.nextID.Load()),
-		RetainedBytes: s.ret.retained.Load(), RetentionExpired: s.ret.expired.Load(),
+		RetainedBytes: s.host.retained.Load(), RetentionExpired: s.ret.expired.Load(),
 		Channels: int64(s.mgr.channels()), Grants: s.mgr.grants.Load(),
 		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
 	}

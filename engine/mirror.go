@@ -43,6 +43,7 @@ func (ms *mirrorSet) get(channel string, ref StreamletRef) *streamlet {
 	lim := ms.srv.opts.limitsFor(channel)
 	s = &streamlet{id: ref.ID, channel: channel, first: ref.First, leaseEnd: math.MaxInt64,
 		buf: ringbuf.New(lim.msgs, lim.size), limitMsgs: lim.msgs, mirror: &mirrorState{host: ref.Host}}
+	s.buf.Account(&ms.srv.host.retained)
 	ms.m[ref.ID] = s
 	ms.mu.Unlock()
 	// Ask the host to feed the copy, off the caller's loop (dialing may

@@ -27,15 +27,16 @@ import (
 // so the budget is exceeded by at most what is published meanwhile, plus
 // the open streamlets. In a cluster the expiries, which are requests to
 // other nodes, run on one goroutine of their own, one sweep at a time.
+// The node's footprint is summed as buffers grow and are recycled
+// (localHost.retained), so a check under the budget costs one atomic load;
+// only a node over its budget walks its streamlets to choose what to expire.
 type retention struct {
-	busy     atomic.Bool  // a sweep's expiries are running
-	reaping  atomic.Bool  // reapOrphans is running
-	retained atomic.Int64 // footprint at the last sweep (metrics)
-	expired  atomic.Int64 // streamlets and copies expired ahead of their TTL (metrics)
+	busy    atomic.Bool  // a sweep's expiries are running
+	reaping atomic.Bool  // reapOrphans is running
+	expired atomic.Int64 // streamlets and copies expired ahead of their TTL (metrics)
 }
 
-// retentionInterval is how often the budget is checked. A check walks the
-// node's streamlets and copies (tens of nanoseconds each).
+// retentionInterval is how often the budget is checked.
 const retentionInterval = 50 * time.Millisecond
 
 // retained is one sealed streamlet or copy that the budget may expire.
@@ -45,8 +46,8 @@ type retained struct {
 	s   *streamlet
 }
 
-// footprint returns the bytes held by the host's streamlets and, with
-// cands not nil, appends the sealed ones to *cands.
+// footprint returns the bytes held by the host's streamlets and appends
+// the sealed ones to *cands.
 func (h *localHost) footprint(cands *[]retained) int64 {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -54,7 +55,7 @@ func (h *localHost) footprint(cands *[]retained) int64 {
 	for _, s := range h.streamlets {
 		fp := s.buf.Footprint()
 		total += int64(fp)
-		if cands != nil && s.buf.Sealed() {
+		if s.buf.Sealed() {
 			if seq := s.sealSeq.Load(); seq != 0 {
 				*cands = append(*cands, retained{seq, fp, s})
 			}
@@ -63,8 +64,7 @@ func (h *localHost) footprint(cands *[]retained) int64 {
 	return total
 }
 
-// footprint is localHost.footprint for the gateway copies; a copy counts
-// as sealed once its feed ended.
+// footprint is localHost.footprint for the gateway copies.
 func (ms *mirrorSet) footprint(cands *[]retained) int64 {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -72,7 +72,7 @@ func (ms *mirrorSet) footprint(cands *[]retained) int64 {
 	for _, s := range ms.m {
 		fp := s.buf.Footprint()
 		total += int64(fp)
-		if cands != nil && s.buf.Sealed() {
+		if s.buf.Sealed() {
 			if seq := s.sealSeq.Load(); seq != 0 {
 				*cands = append(*cands, retained{seq, fp, s})
 			}
@@ -122,13 +122,11 @@ func chooseExpired(total, budget int64, cands []retained) []retained {
 // retention). Called by the ticker.
 func (s *Server) retentionSweep() {
 	budget := int64(s.opts.MaxRetained)
-	total := s.host.footprint(nil) + s.mirrors.footprint(nil)
-	s.ret.retained.Store(total)
-	if budget <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
+	if total := s.host.retained.Load(); budget <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
 		return
 	}
 	var cands []retained
-	total = s.host.footprint(&cands) + s.mirrors.footprint(&cands)
+	total := s.host.footprint(&cands) + s.mirrors.footprint(&cands)
 	victims := chooseExpired(total, budget, cands)
 	if s.cl == nil {
 		s.expire(victims)

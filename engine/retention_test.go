@@ -187,6 +187,11 @@ func TestRetention_UnderBudgetOrDisabledKeepsHistory(t *testing.T) {
 			if n := s.ret.expired.Load(); n != 0 {
 				t.Fatalf("%d expired", n)
 			}
+			// The running sum the check reads is the walk's total.
+			var c []retained
+			if sum, walk := s.host.retained.Load(), s.host.footprint(&c)+s.mirrors.footprint(&c); sum != walk || sum <= 0 {
+				t.Fatalf("retained account %d, walked footprint %d", sum, walk)
+			}
 			if budget == 0 && overBudget(s, 384<<10) <= 0 {
 				t.Fatal("the test did not retain more than the other test's budget")
 			}
@@ -289,5 +294,26 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 	}
 	if _, gaps, err := checkStream(evs, 1, pos[0], pos[len(pos)-1]); err != nil || len(gaps) != 0 {
 		t.Fatalf("reading after the reap: %v, gaps %v", err, gaps)
+	}
+}
+
+// BenchmarkRetentionSweep: the budget check of a node with 100k hosted
+// streamlets under its budget (the common case, every retentionInterval):
+// one atomic load, no walk.
+func BenchmarkRetentionSweep(b *testing.B) {
+	o := DefaultOptions()
+	s := &Server{opts: o, host: newLocalHost("n")}
+	s.mirrors = newMirrorSet(s)
+	for i := 0; i < 100_000; i++ {
+		id := s.host.newID()
+		if err := s.host.HostStreamlet(Grant{Channel: fmt.Sprintf("c%d", i), Streamlet: id, First: 1,
+			LimitMsgs: 10, LimitSize: 1 << 10, LeaseEnd: time.Now().Add(time.Hour).UnixNano()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s.retentionSweep()
 	}
 }

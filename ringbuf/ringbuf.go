@@ -100,7 +100,9 @@ type Buffer struct {
 	sealed atomic.Bool
 	// footprint is the bytes of chunk and page memory held (for load reports).
 	footprint atomic.Int64
-	_         [cacheLine - 24]byte
+	// acct, if set (Account), receives every change of footprint too.
+	acct *atomic.Int64
+	_    [cacheLine - 32]byte
 
 	// Writer-only state (and the recycler, which runs after the writer is done).
 	maxRecords int
@@ -230,7 +232,7 @@ func (b *Buffer) addChunk(c *chunk) uint32 {
 	b.wtab.chunks[b.nchunks] = c
 	b.nchunks++
 	if c.slots == 0 {
-		b.footprint.Add(int64(cap(c.b)))
+		b.grow(int64(cap(c.b)))
 	}
 	c.slots++
 	return uint32(b.nchunks - 1)
@@ -246,7 +248,15 @@ func (b *Buffer) addPage(pg int) {
 	p := getPage(pageClass(pg))
 	b.wtab.pages[pg] = p
 	b.npages = pg + 1
-	b.footprint.Add(int64(len(p.e)) * entrySize)
+	b.grow(int64(len(p.e)) * entrySize)
+}
+
+// grow adds n bytes to the footprint (writer side).
+func (b *Buffer) grow(n int64) {
+	b.footprint.Add(n)
+	if b.acct != nil {
+		b.acct.Add(n)
+	}
 }
 
 // publish makes t the table readers load. It happens before the commit of
@@ -283,6 +293,13 @@ func (b *Buffer) Bytes() int {
 func (b *Buffer) Sealed() bool {
 	return b.sealed.Load()
 }
+
+// Account makes the buffer add every change of its footprint to *total as
+// well, so that one counter sums the memory of many buffers (a node's
+// retention budget) without visiting them; the buffer's memory leaves the
+// sum when it is recycled. Writer side, before the first Append; total must
+// stay valid as long as the buffer.
+func (b *Buffer) Account(total *atomic.Int64) { b.acct = total }
 
 // Footprint returns the bytes of chunk and index-page memory the buffer holds
 // (0 after its memory was recycled). It is meant for load reports. Any
@@ -527,7 +544,9 @@ func (b *Buffer) recycle() {
 	b.inlinePages = [2]*page{}
 	b.cur, b.curIdx, b.curOff, b.nchunks, b.npages = nil, 0, 0, 0, 0
 	b.n, b.nbytes = 0, 0
-	b.footprint.Store(0)
+	if fp := b.footprint.Swap(0); b.acct != nil {
+		b.acct.Add(-fp)
+	}
 }
 
 // Index pages grow geometrically so that a buffer with few records holds

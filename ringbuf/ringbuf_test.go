@@ -658,3 +658,39 @@ func TestStrayReaderDoesNotPanic(t *testing.T) {
 	b.tab.Store(tab)
 	b.Free()
 }
+
+// TestAccountSumsFootprints: buffers sharing an account add up to their
+// footprints while they hold memory, and leave it when recycled (after the
+// last reader's Release, not at Free).
+func TestAccountSumsFootprints(t *testing.T) {
+	var total atomic.Int64
+	a, b := New(1000, 1<<20), New(1000, 1<<20)
+	a.Account(&total)
+	b.Account(&total)
+	p := make([]byte, 300)
+	for i := 0; i < 400; i++ {
+		if _, err := a.Append(p, 0); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := b.Append(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got, want := total.Load(), int64(a.Footprint()+b.Footprint()); got != want || got <= 0 {
+		t.Fatalf("account %d, footprints %d", got, want)
+	}
+	if !b.Acquire() {
+		t.Fatal("acquire")
+	}
+	a.Free()
+	b.Free()
+	if got, want := total.Load(), int64(b.Footprint()); got != want || got <= 0 {
+		t.Fatalf("after Free with a reader on b: account %d, want b's %d", got, want)
+	}
+	b.Release()
+	if got := total.Load(); got != 0 {
+		t.Fatalf("after the last Release: account %d, want 0", got)
+	}
+}
