@@ -42,8 +42,9 @@ type streamlet struct {
 	// first (retention.go).
 	sealSeq atomic.Uint64
 	// sealedAt is when the buffer was sealed (unix ns, time.Now; 0 while
-	// open): a hosted streamlet sealed long ago that its manager no longer
-	// lists is an orphan (retention.go, reapOrphans).
+	// open): a gateway copy expires a TTL after it (mirror.go), and a
+	// hosted streamlet sealed long ago that its manager no longer lists is
+	// an orphan (retention.go, reapOrphans).
 	sealedAt atomic.Int64
 }
 

@@ -14,8 +14,7 @@ import (
 // the link's reader goroutine (NODE_FEED) and read by the loops like a
 // hosted streamlet.
 type mirrorState struct {
-	host     string
-	sealedAt int64 // unix ns when the feed ended; 0 while it runs
+	host string
 }
 
 // mirrorSet is a node's copies of remote streamlets, by streamlet id.
@@ -91,9 +90,8 @@ func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
 			s.sealLocked()
 		}
 	}
-	if f.Flags&(wire.FeedSealed|wire.FeedGone) != 0 && s.mirror.sealedAt == 0 {
+	if f.Flags&(wire.FeedSealed|wire.FeedGone) != 0 {
 		s.sealLocked()
-		s.mirror.sealedAt = ms.srv.clock().UnixNano()
 	}
 	s.mu.Unlock()
 	ms.srv.gw.wake(s.channel)
@@ -102,10 +100,7 @@ func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
 // end seals a copy whose feed cannot continue and wakes its readers.
 func (ms *mirrorSet) end(s *streamlet) {
 	s.mu.Lock()
-	if s.mirror.sealedAt == 0 {
-		s.sealLocked()
-		s.mirror.sealedAt = ms.srv.clock().UnixNano()
-	}
+	s.sealLocked()
 	s.mu.Unlock()
 	ms.srv.gw.changed(s.channel)
 }
@@ -132,9 +127,7 @@ func (ms *mirrorSet) sweep(now int64) {
 	ms.mu.Lock()
 	var drop []*streamlet
 	for id, s := range ms.m {
-		s.mu.Lock()
-		at := s.mirror.sealedAt
-		s.mu.Unlock()
+		at := s.sealedAt.Load() // when the feed ended (or the copy filled up)
 		expired := at != 0 && now-at > int64(ms.srv.opts.limitsFor(s.channel).ttl)
 		if expired || !ms.srv.gw.has(s.channel) {
 			delete(ms.m, id)
