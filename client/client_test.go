@@ -778,3 +778,31 @@ func TestPublishContextEndsAfterSend(t *testing.T) {
 		t.Fatalf("window holds %d slots", n)
 	}
 }
+
+// TestReconnectGivesUpAfterAuthRefusals: while reconnecting, two handshakes
+// in a row refused as UNAUTHENTICATED close the Conn for good with that
+// refusal, instead of retrying credentials that cannot work; any other
+// failure in between starts the count again.
+func TestReconnectGivesUpAfterAuthRefusals(t *testing.T) {
+	f := newFakeServer(t)
+	c, fc := connect(t, f, testWelcome())
+	fc.close()
+	refuse := func() {
+		t.Helper()
+		fc := f.accept()
+		h, _ := fc.expect(wire.TypeHello)
+		fc.write(wire.AppendError(nil, h.ID, wire.Error{Code: wire.CodeUnauthenticated, Text: "token revoked"}))
+		fc.close()
+	}
+	refuse()
+	plain := f.accept() // not a refusal: the count starts again
+	plain.expect(wire.TypeHello)
+	plain.close()
+	refuse()
+	refuse()
+	_, err := c.Publish(ctxT(t), "after", []byte("x"))
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("publish after the refusals: %v, want ErrClosed", err)
+	}
+	wantServerCode(t, err, wire.CodeUnauthenticated)
+}

@@ -297,17 +297,31 @@ func (c *Conn) supervise(s *session) {
 		if time.Since(s.started) >= healthySession {
 			attempt = 0
 		}
-		if s = c.reconnect(&attempt); s == nil {
-			c.finish(ErrClosed)
+		var err error
+		if s, err = c.reconnect(&attempt); s == nil {
+			if err != nil {
+				c.log.Error("giving up reconnecting", "err", err)
+				c.finish(fmt.Errorf("%w: %w", ErrClosed, err))
+			} else {
+				c.finish(ErrClosed)
+			}
 			return
 		}
 	}
 }
 
+// maxAuthRefusals is how many handshakes in a row refused as
+// UNAUTHENTICATED end the reconnecting: the credentials are wrong or were
+// revoked, retrying them cannot succeed, and a client retrying forever would
+// hide it. (Two, not one, so that a single node with a stale configuration
+// among several does not end the Conn.)
+const maxAuthRefusals = 2
+
 // reconnect dials the addresses in turn with exponential backoff and full
-// jitter until one handshake succeeds (returned installed) or the Conn
-// closes (nil).
-func (c *Conn) reconnect(attempt *int) *session {
+// jitter until one handshake succeeds (returned installed), the Conn closes
+// (nil, nil), or maxAuthRefusals handshakes in a row are refused as
+// UNAUTHENTICATED (nil and the last refusal).
+func (c *Conn) reconnect(attempt *int) (*session, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // a Close interrupts a connection attempt
@@ -317,28 +331,34 @@ func (c *Conn) reconnect(attempt *int) *session {
 		case <-ctx.Done():
 		}
 	}()
+	refused := 0
 	for {
 		t := time.NewTimer(c.backoff(*attempt))
 		select {
 		case <-t.C:
 		case <-c.closed:
 			t.Stop()
-			return nil
+			return nil, nil
 		}
 		*attempt++
 		addr := c.nextAddr()
 		s, err := c.connect(ctx, addr)
 		if err != nil {
 			c.log.Warn("reconnect failed", "addr", addr, "attempt", *attempt, "err", err)
+			if !isCode(err, wire.CodeUnauthenticated) {
+				refused = 0
+			} else if refused++; refused >= maxAuthRefusals {
+				return nil, err
+			}
 			continue
 		}
 		if !c.install(s) {
 			s.fail(ErrClosed)
 			<-s.readerDone
 			<-s.writerDone
-			return nil
+			return nil, nil
 		}
-		return s
+		return s, nil
 	}
 }
 

@@ -48,5 +48,7 @@
 // every subscription from the position after the last event it queued, with
 // the epoch it saw, so no message is skipped or repeated: a missing range is
 // a KindGap event, a changed epoch a KindEpochChanged event, and duplicates
-// are dropped.
+// are dropped. Two handshakes in a row refused as UNAUTHENTICATED (wrong or
+// revoked credentials) end the reconnecting: the Conn closes with that
+// *ServerError, which its subscriptions and later calls report.
 package client

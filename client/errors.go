@@ -69,6 +69,12 @@ func (e *ServerError) As(target any) bool {
 
 func serverErr(op string, e wire.Error) error { return &ServerError{Op: op, Err: e} }
 
+// isCode reports whether err is, or wraps, a server refusal with code.
+func isCode(err error, code wire.Code) bool {
+	var se *ServerError
+	return errors.As(err, &se) && se.Err.Code == code
+}
+
 // unknownOutcome wraps cause into an error that matches ErrUnknownOutcome.
 func unknownOutcome(cause error) error {
 	if cause == nil {
