@@ -301,6 +301,37 @@ func TestUnsubscribe(t *testing.T) {
 	}
 }
 
+// TestServerEndsSubscription: an UNSUBSCRIBED with id 0 (the server
+// ended the subscription: its permission was revoked) ends it with
+// FORBIDDEN, and a reconnect does not subscribe it again; the Conn's other
+// subscription is resumed.
+func TestServerEndsSubscription(t *testing.T) {
+	f := newFakeServer(t)
+	c, fc := connect(t, f, testWelcome())
+	gone, s := subscribeFake(t, c, fc, wire.Subscribed{First: 1, Next: 1, Epoch: 1})
+	kept, k := subscribeFake(t, c, fc, wire.Subscribed{First: 1, Next: 1, Epoch: 1})
+	fc.write(wire.AppendUnsubscribed(nil, 0, s.SubID))
+	_, err := gone.Next(ctxT(t))
+	wantServerCode(t, err, wire.CodeForbidden)
+	wantServerCode(t, gone.Err(), wire.CodeForbidden)
+
+	fc.close()
+	fc2 := f.acceptWelcome(testWelcome())
+	id, sb := fc2.expectSubscribe()
+	if sb.SubID != k.SubID {
+		t.Fatalf("resubscribed sub %d, want only %d", sb.SubID, k.SubID)
+	}
+	fc2.write(wire.AppendSubscribed(nil, id, wire.Subscribed{SubID: k.SubID, First: 1, Next: 1, Epoch: 1}))
+	// Resubscriptions go out before anything else: the answer to a PING
+	// coming next shows there was no second one.
+	fc2.write(wire.AppendPing(nil, 42))
+	if h, _ := fc2.expect(wire.TypePong); h.ID != 42 {
+		t.Fatalf("PONG id %d", h.ID)
+	}
+	fc2.write(wire.AppendData(nil, k.SubID, 1, []byte("still here")))
+	wantMessage(t, nextEvent(t, kept), 1, "still here")
+}
+
 // TestResumeAfterDrop: the fake server drops the connection; the client
 // reconnects, re-subscribes from the last delivered position + 1 with the
 // epoch, drops duplicates, and fails the unacked publish without resending.

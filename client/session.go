@@ -307,6 +307,16 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 			return fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
 		s.mu.Lock()
+		if h.ID == 0 {
+			// The server ended the subscription (PROTOCOL.md 2.7).
+			sub := s.subs[subID]
+			delete(s.subs, subID)
+			s.mu.Unlock()
+			if sub != nil {
+				sub.end(errRevoked)
+			}
+			return nil
+		}
 		e, ok := s.reqs[h.ID]
 		delete(s.reqs, h.ID)
 		delete(s.subs, subID)

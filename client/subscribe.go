@@ -390,6 +390,12 @@ func (sub *Subscription) onSubscribeError(s *session, e wire.Error) {
 		sub.mu.Unlock()
 		return
 	}
+	sub.end(err)
+}
+
+// end removes the subscription from its Conn, so that no reconnect
+// resubscribes it, and terminates it with err.
+func (sub *Subscription) end(err error) {
 	c := sub.c
 	c.mu.Lock()
 	if c.subs[sub.id] == sub {
@@ -398,6 +404,11 @@ func (sub *Subscription) onSubscribeError(s *session, e wire.Error) {
 	c.mu.Unlock()
 	sub.terminate(err)
 }
+
+// errRevoked ends a subscription the server ended on its own (UNSUBSCRIBED
+// with id 0): its permission was revoked.
+var errRevoked = &ServerError{Op: "subscribe", Err: wire.Error{Code: wire.CodeForbidden,
+	Text: "the server ended the subscription: permission revoked"}}
 
 // onData queues the messages of a DATA frame, copying the records once
 // (one allocation per frame). Positions already delivered are dropped; a

@@ -307,9 +307,30 @@ func credCount(st *authState) int {
 func (l *loop) recheckAuth() {
 	st := l.srv.auth.Load()
 	for c := range l.conns {
-		if c.hello && !c.closing && !c.closed {
-			l.refreshAuth(c, st)
+		if c.hello && !c.closing && !c.closed && l.refreshAuth(c, st) {
+			l.recheckSubs(c)
 		}
+	}
+}
+
+// recheckSubs ends c's subscriptions to channels it may no longer
+// subscribe to: each gets an UNSUBSCRIBED with id 0 (PROTOCOL.md 2.7) and
+// no frame after it. A subscription whose SUBSCRIBE is still being looked
+// up ends the same way right after its SUBSCRIBED.
+func (l *loop) recheckSubs(c *conn) {
+	for id, su := range c.subs {
+		if l.permitted(c, []byte(su.lc.name), false) {
+			continue
+		}
+		l.srv.log.Info("ending a subscription: permission revoked", "remote", c.sec.remote,
+			"credential", c.sec.who.nameOr(), "channel", su.lc.name, "sub", id)
+		if su.pending {
+			if !su.cancel {
+				su.cancel, su.cancelReq = true, 0
+			}
+			continue
+		}
+		l.unsubscribe(c, 0, id)
 	}
 }
 

@@ -177,6 +177,7 @@ func TestTokenRotation(t *testing.T) {
 	alice := login(t, s.Addr(), tokAlice)
 	aliceSub := login(t, s.Addr(), tokAlice)
 	aliceSub.subscribe(1, "chat.room", wire.StartLive, 0)
+	aliceSub.subscribe(2, "metrics.cpu", wire.StartLive, 0) // not allowed after the rotation
 	bob := login(t, s.Addr(), tokBob)
 	if c, h, body := helloToken(t, s.Addr(), tokCarol); h.Type != wire.TypeError {
 		t.Fatalf("carol before rotation: %s", describe(h, body))
@@ -206,6 +207,12 @@ func TestTokenRotation(t *testing.T) {
 	} else {
 		c.expectClosed()
 	}
+	// alice's subscription to a channel her new role may not read is ended
+	// by the server (UNSUBSCRIBED with id 0), the other one stays.
+	h, body = aliceSub.next()
+	if sid, err := wire.DecodeUnsubscribed(body); h.Type != wire.TypeUnsubscribed || h.ID != 0 || err != nil || sid != 2 {
+		t.Fatalf("after the rotation alice's subscriber got %s, want UNSUBSCRIBED id 0 for sub 2", describe(h, body))
+	}
 	// alice keeps her connection; her new permissions apply to new requests.
 	alice.write(wire.AppendPublish(nil, 50, wire.FlagAck, "chat.eu", []byte("x")))
 	h, body = alice.next()
@@ -217,10 +224,21 @@ func TestTokenRotation(t *testing.T) {
 	}
 	carol := login(t, s.Addr(), tokCarol)
 	carol.publish("anything.at.all", []byte("x"))
+	carol.publish("metrics.cpu", []byte("not for alice"))
+	p2 := carol.publish("chat.room", []byte("for alice"))
+	evs, err := aliceSub.eventsUntil(1, p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.sub != 1 {
+			t.Fatalf("ended subscription got %v", ev)
+		}
+	}
 
 	// An invalid setup is refused and the current one stays.
 	bad := &AuthConfig{Credentials: []Credential{{Hash: HashToken([]byte("x")), Role: "nope"}}}
-	err := s.SetAuth(bad)
+	err = s.SetAuth(bad)
 	var oe *OptionError
 	if !errors.As(err, &oe) || oe.Field != "Auth.Credentials[0].Role" {
 		t.Fatalf("SetAuth(bad) = %v, want an OptionError naming Auth.Credentials[0].Role", err)
