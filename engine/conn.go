@@ -29,7 +29,12 @@ type conn struct {
 	hello   bool
 	closing bool // a fatal error was queued; input is ignored
 	closed  bool // gnet closed it; cleanup done or pending
-	dirty   bool // in l.dirty
+	// halfClosed: a fatal ERROR was written and the write side shut
+	// down; the connection is closed when the client closes or at
+	// lingerEnd (unix ns; loop.closeGracefully).
+	halfClosed bool
+	lingerEnd  int64
+	dirty      bool // in l.dirty
 
 	subs map[uint32]*sub
 	acks []wire.Ack

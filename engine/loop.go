@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -116,7 +117,7 @@ func (l *loop) end() {
 	l.flush()
 	for _, c := range l.closeAfterFlush {
 		if !c.closed {
-			_ = l.el.Close(c.gc)
+			l.closeGracefully(c)
 		}
 	}
 	clear(l.closeAfterFlush)
@@ -471,6 +472,10 @@ func (l *loop) channel(name string) *loopChan {
 func (l *loop) sweep() {
 	deadline := l.now - int64(l.srv.opts.HandshakeTimeout)
 	for c := range l.conns {
+		if c.halfClosed && !c.closed {
+			l.closeGracefully(c)
+			continue
+		}
 		if !c.hello && !c.closing && c.opened < deadline {
 			c.sendError(0, wire.CodeHandshakeTimeout,
 				fmt.Sprintf("no HELLO within %v", l.srv.opts.HandshakeTimeout))
@@ -489,6 +494,34 @@ func (l *loop) sweep() {
 			delete(l.chans, name)
 			l.srv.gw.release(lc.gc)
 		}
+	}
+}
+
+// lingerTime bounds how long a client connection that got a fatal ERROR
+// stays half-closed, its input read and dropped, before it is closed.
+const lingerTime = 2 * time.Second
+
+// closeGracefully ends c after a fatal ERROR. Closing at once while the
+// client is still sending makes the kernel answer with a reset, and the
+// client may then see "connection reset" instead of the ERROR. So when
+// gnet has written all of c's output, c's write side is shut down (the
+// client reads the ERROR, then end of stream) and its input is dropped
+// until the client closes or lingerTime passes (sweep calls this again).
+// A connection with output still waiting (a slow consumer) is closed at
+// once: its ERROR would wait behind that output anyway. So are node links,
+// peers and TLS connections.
+func (l *loop) closeGracefully(c *conn) {
+	switch {
+	case c.halfClosed:
+		if l.now >= c.lingerEnd {
+			_ = l.el.Close(c.gc)
+		}
+	case c.link != nil || c.peer != nil || c.sec.tls || c.gc.OutboundBuffered() > 0,
+		syscall.Shutdown(c.gc.Fd(), syscall.SHUT_WR) != nil: // (tried only when the above is false)
+		_ = l.el.Close(c.gc)
+	default:
+		c.halfClosed = true
+		c.lingerEnd = l.now + int64(lingerTime)
 	}
 }
 
