@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -345,12 +344,6 @@ func (fc *fconn) finish() error {
 			return fc.bad
 		}
 		switch f := fc.oc.fatal; {
-		case f == nil && fc.m.after > 0 && errors.Is(fc.readErr, syscall.ECONNRESET):
-			// The client wrote on after the fatal frame; the server's
-			// kernel answers a close with unread input by a reset, which
-			// may discard the ERROR before it is read. The close itself
-			// is what the protocol requires.
-			return nil
 		case f == nil:
 			return fmt.Errorf("server closed after %s without a fatal ERROR (read %v)", fc.m.why, fc.readErr)
 		case !fc.m.allows(f.Code) && !serverSide(f.Code):
