@@ -51,31 +51,25 @@ type retained struct {
 func (h *localHost) footprint(cands *[]retained) int64 {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	var total int64
-	for _, s := range h.streamlets {
-		fp := s.buf.Footprint()
-		total += int64(fp)
-		if s.buf.Sealed() {
-			if seq := s.sealSeq.Load(); seq != 0 {
-				*cands = append(*cands, retained{seq, fp, s})
-			}
-		}
-	}
-	return total
+	return sealedOf(h.streamlets, cands)
 }
 
 // footprint is localHost.footprint for the gateway copies.
 func (ms *mirrorSet) footprint(cands *[]retained) int64 {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
+	return sealedOf(ms.m, cands)
+}
+
+// sealedOf returns the bytes held by the streamlets of m and appends the
+// sealed ones to *cands; the caller holds m's lock.
+func sealedOf(m map[uint64]*streamlet, cands *[]retained) int64 {
 	var total int64
-	for _, s := range ms.m {
+	for _, s := range m {
 		fp := s.buf.Footprint()
 		total += int64(fp)
-		if s.buf.Sealed() {
-			if seq := s.sealSeq.Load(); seq != 0 {
-				*cands = append(*cands, retained{seq, fp, s})
-			}
+		if seq := s.sealSeq.Load(); seq != 0 && s.buf.Sealed() {
+			*cands = append(*cands, retained{seq, fp, s})
 		}
 	}
 	return total
