@@ -33,6 +33,7 @@ const (
 	CodeHandshakeTimeout     Code = 19 // fatal
 	CodeIdleTimeout          Code = 20 // fatal
 	CodeInternal             Code = 21 // retriable
+	CodeInvalidHeaders       Code = 22 // message headers or message id break the rules of PROTOCOL.md 2.14
 )
 
 type codeInfo struct {
@@ -63,6 +64,7 @@ var codes = [...]codeInfo{
 	CodeHandshakeTimeout:     {"HANDSHAKE_TIMEOUT", true, false},
 	CodeIdleTimeout:          {"IDLE_TIMEOUT", true, false},
 	CodeInternal:             {"INTERNAL", false, true},
+	CodeInvalidHeaders:       {"INVALID_HEADERS", false, false},
 }
 
 func (c Code) info() (codeInfo, bool) {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 )
 
@@ -12,17 +13,33 @@ import (
 //	8     4     count (u32, >= 1)
 //	12    ...   record run: count x (u32 len, payload); record i has position first+i
 //
+// A length word with bit 31 (RecordExt) set introduces an extended record
+// (record.go); a server sends those only to a client that negotiated
+// FeatureHeaders.
+//
 // The records fill the body exactly. The record run is byte for byte the
 // layout a streamlet buffer stores, and the frame header carries the
 // subscription id, so a server encodes the 12-byte prefix and the run once
 // and shares them among all subscribers of a channel: only the 10-byte header
 // differs per subscriber.
 
-// AppendRecord appends one record (u32 length, payload) of a DATA record run.
+// AppendRecord appends one plain record (u32 length, payload) of a record
+// run.
 func AppendRecord(dst []byte, payload []byte) []byte {
-	mustFit(TypeData, "record length", len(payload), math.MaxUint32)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
-	return append(dst, payload...)
+	return AppendRecordExt(dst, payload, false)
+}
+
+// AppendRecordExt appends one record (u32 length word, body) of a record
+// run. ext marks body as an extended record body (record.go, AppendExt); a
+// plain record's body is its payload. len(body) must be <= RecordLenMask.
+func AppendRecordExt(dst []byte, body []byte, ext bool) []byte {
+	mustFit(TypeData, "record length", len(body), uint64(RecordLenMask))
+	w := uint32(len(body))
+	if ext {
+		w |= RecordExt
+	}
+	dst = binary.BigEndian.AppendUint32(dst, w)
+	return append(dst, body...)
 }
 
 // AppendDataHeader appends the 10-byte header and the 12-byte prefix of a
@@ -55,7 +72,8 @@ func AppendData(dst []byte, subID uint32, first uint64, payloads ...[]byte) []by
 // fill the record run, so that NextRecord can then iterate it without
 // further checks. records is a capacity-capped sub-slice of body. A count of
 // 0, a record overrunning the body, bytes left after the last record, or
-// positions that would pass MaxUint64 are malformed. It does not allocate.
+// positions that would pass MaxUint64 are malformed, and so is an extended
+// record whose body ParseExt refuses. It does not allocate.
 func DecodeData(body []byte) (first uint64, count uint32, records []byte, err error) {
 	d := decoder{b: body, frame: TypeData}
 	first = d.u64("first")
@@ -74,42 +92,95 @@ func DecodeData(body []byte) (first uint64, count uint32, records []byte, err er
 	if d.err != nil {
 		return 0, 0, nil, d.err
 	}
+	if err := checkRecords(TypeData, records, count, DataPrefixLen); err != nil {
+		return 0, 0, nil, err
+	}
+	return first, count, records, nil
+}
+
+// checkRecords validates that exactly count records fill records, and that
+// every extended record's body is well formed. base is the offset of the
+// run in the frame body, for the error texts.
+func checkRecords(t Type, records []byte, count uint32, base int) error {
+	d := decoder{frame: t}
 	off := 0
 	for i := uint32(0); i < count; i++ {
 		if len(records)-off < RecordHeaderLen {
-			d.failf("record %d of %d: length field at offset %d overruns the body (%d bytes)",
-				i, count, DataPrefixLen+off, len(body))
-			return 0, 0, nil, d.err
+			d.failf("record %d of %d: length field at offset %d overruns the body",
+				i, count, base+off)
+			return d.err
 		}
-		n := binary.BigEndian.Uint32(records[off:])
+		w := binary.BigEndian.Uint32(records[off:])
+		n := w & RecordLenMask
 		off += RecordHeaderLen
 		if uint64(n) > uint64(len(records)-off) {
-			d.failf("record %d of %d: length %d at offset %d overruns the body (%d bytes)",
-				i, count, n, DataPrefixLen+off-RecordHeaderLen, len(body))
-			return 0, 0, nil, d.err
+			d.failf("record %d of %d: length %d at offset %d overruns the body",
+				i, count, n, base+off-RecordHeaderLen)
+			return d.err
+		}
+		if w&RecordExt != 0 {
+			if _, err := ParseExt(records[off:off+int(n)], t); err != nil {
+				return fmt.Errorf("record %d of %d: %w", i, count, err)
+			}
 		}
 		off += int(n)
 	}
 	if off != len(records) {
 		d.failf("%d trailing bytes after %d records", len(records)-off, count)
-		return 0, 0, nil, d.err
+		return d.err
 	}
-	return first, count, records, nil
+	return nil
 }
 
 // NextRecord splits the first record off a record run: it returns the
 // record's payload (a capacity-capped sub-slice of records) and the rest of
-// the run. ok is false when records is empty or does not start with a whole
-// record; on a run validated by DecodeData it is false only at the end.
+// the run. Of an extended record it returns the payload part, without the
+// message id and headers: code that stores or forwards records uses
+// NextRecordExt, which keeps them. ok is false when records is empty or does
+// not start with a whole record (or an extended record's body is
+// malformed); on a run validated by DecodeData it is false only at the end.
 // It does not allocate.
 func NextRecord(records []byte) (payload, rest []byte, ok bool) {
-	if len(records) < RecordHeaderLen {
+	body, ext, rest, ok := NextRecordExt(records)
+	if !ok || !ext {
+		return body, rest, ok
+	}
+	e, err := ParseExt(body, TypeData)
+	if err != nil {
 		return nil, records, false
 	}
-	n := binary.BigEndian.Uint32(records)
+	return e.Payload, rest, true
+}
+
+// NextRecordExt splits the first record off a record run: it returns the
+// record's body (a capacity-capped sub-slice of records), whether it is an
+// extended record (then body is an extended record body, for ParseExt;
+// else it is the payload) and the rest of the run. ok is false when records
+// is empty or does not start with a whole record; on a run validated by
+// DecodeData it is false only at the end. It does not allocate.
+func NextRecordExt(records []byte) (body []byte, ext bool, rest []byte, ok bool) {
+	if len(records) < RecordHeaderLen {
+		return nil, false, records, false
+	}
+	w := binary.BigEndian.Uint32(records)
+	n := w & RecordLenMask
 	if uint64(n) > uint64(len(records)-RecordHeaderLen) {
-		return nil, records, false
+		return nil, false, records, false
 	}
 	end := RecordHeaderLen + int(n)
-	return records[RecordHeaderLen:end:end], records[end:], true
+	return records[RecordHeaderLen:end:end], w&RecordExt != 0, records[end:], true
+}
+
+// RecordPayload returns the payload of a record body as NextRecord
+// returned it: body itself for a plain record, the payload part of an
+// extended one (nil if the extended body is malformed).
+func RecordPayload(body []byte, ext bool) []byte {
+	if !ext {
+		return body
+	}
+	e, err := ParseExt(body, TypeData)
+	if err != nil {
+		return nil
+	}
+	return e.Payload
 }

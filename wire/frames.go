@@ -221,9 +221,26 @@ func AppendPublish(dst []byte, id uint32, flags Flags, channel string, payload [
 	return append(dst, payload...)
 }
 
+// AppendPublishExt appends a whole PUBLISH frame whose message carries a
+// message id and/or headers (FlagExt is added to flags). With neither it is
+// AppendPublish. id and hs must pass CheckMsgID and CheckHeaders. Only for a
+// connection that negotiated FeatureHeaders.
+func AppendPublishExt(dst []byte, id uint32, flags Flags, channel string, msgID []byte, hs []HeaderField, payload []byte) []byte {
+	if len(msgID) == 0 && len(hs) == 0 {
+		return AppendPublish(dst, id, flags, channel, payload)
+	}
+	mustFit(TypePublish, "channel length", len(channel), MaxChannelLen)
+	dst = AppendHeader(dst, TypePublish, flags|FlagExt, id, 1+len(channel)+ExtLen(msgID, hs, len(payload)))
+	dst = append(dst, byte(len(channel)))
+	dst = append(dst, channel...)
+	return AppendExt(dst, msgID, hs, payload)
+}
+
 // DecodePublish decodes a PUBLISH body into the channel and payload, both
 // capacity-capped sub-slices of body. It does not allocate. The channel's
 // syntax is not checked here (that is ValidChannel, a non-fatal error).
+// When the frame has FlagExt, payload is an extended record body: decode it
+// with ParseExt.
 func DecodePublish(body []byte) (channel, payload []byte, err error) {
 	d := decoder{b: body, frame: TypePublish}
 	cl := d.u8("channelLen")

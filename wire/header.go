@@ -102,6 +102,10 @@ const (
 	FlagAck Flags = 0x01
 	// FlagRetriable on ERROR says that retrying the request can succeed.
 	FlagRetriable Flags = 0x01
+	// FlagExt on PUBLISH says that the body after the channel is an
+	// extended record body (message id and/or headers, then the payload;
+	// record.go). Usable only after FeatureHeaders was negotiated.
+	FlagExt Flags = 0x02
 	// FlagCompressed is reserved for S2-compressed payloads or records, usable
 	// only after FeatureS2 was negotiated. v1 servers do not accept it yet.
 	FlagCompressed Flags = 0x80
@@ -115,6 +119,9 @@ type Features uint32
 const (
 	// FeatureS2 is S2 compression of payloads and records (FlagCompressed).
 	FeatureS2 Features = 1 << 0
+	// FeatureHeaders is message headers and message ids: PUBLISH may carry
+	// FlagExt, and DATA may carry extended records (RecordExt).
+	FeatureHeaders Features = 1 << 1
 )
 
 // Header is a decoded frame header.

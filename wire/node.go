@@ -232,17 +232,24 @@ func DecodeNodeAppend(body []byte) (NodeAppend, []byte, error) {
 	return a, run, nil
 }
 
-// checkRun validates that run holds exactly count >= 1 records.
+// checkRun validates that run holds exactly count >= 1 records (extended
+// records included, their bodies checked by ParseExt).
 func checkRun(t Type, run []byte, count uint32) error {
 	if count == 0 {
 		return fmt.Errorf("%w: %v: count 0", ErrMalformed, t)
 	}
 	rest := run
 	for i := uint32(0); i < count; i++ {
-		var ok bool
-		if _, rest, ok = NextRecord(rest); !ok {
+		body, ext, r, ok := NextRecordExt(rest)
+		if !ok {
 			return fmt.Errorf("%w: %v: record %d of %d overruns the body", ErrMalformed, t, i, count)
 		}
+		if ext {
+			if _, err := ParseExt(body, t); err != nil {
+				return fmt.Errorf("record %d of %d: %w", i, count, err)
+			}
+		}
+		rest = r
 	}
 	if len(rest) != 0 {
 		return fmt.Errorf("%w: %v: %d bytes after record %d", ErrMalformed, t, len(rest), count)
