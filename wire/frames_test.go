@@ -477,7 +477,7 @@ func TestCodes(t *testing.T) {
 		16: {"UNAVAILABLE", false, true}, 17: {"RATE_LIMITED", false, true}, 18: {"INVALID_START", false, false},
 		19: {"HANDSHAKE_TIMEOUT", true, false}, 20: {"IDLE_TIMEOUT", true, false}, 21: {"INTERNAL", false, true},
 		22: {"INVALID_HEADERS", false, false},
-		0: {"Code(0)", false, false}, 23: {"Code(23)", false, false}, 65535: {"Code(65535)", false, false},
+		0:  {"Code(0)", false, false}, 23: {"Code(23)", false, false}, 65535: {"Code(65535)", false, false},
 	}
 	for c, w := range want {
 		if c.String() != w.name || c.Fatal() != w.fatal || c.Retriable() != w.retriable {
