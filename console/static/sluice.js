@@ -1,0 +1,1787 @@
+// Built from js/ by 'npm run bundle' (@sluice-rtm/client); do not edit.
+var __defProp = Object.defineProperty;
+var __export = (target, all) => {
+  for (var name in all)
+    __defProp(target, name, { get: all[name], enumerable: true });
+};
+
+// src/codec.ts
+var codec_exports = {};
+__export(codec_exports, {
+  CODE_FORBIDDEN: () => CODE_FORBIDDEN,
+  CODE_UNAUTHENTICATED: () => CODE_UNAUTHENTICATED,
+  CODE_UNKNOWN_SUBSCRIPTION: () => CODE_UNKNOWN_SUBSCRIPTION,
+  DATA_PREFIX_LEN: () => DATA_PREFIX_LEN,
+  ErrorCodes: () => ErrorCodes,
+  FLAG_ACK: () => FLAG_ACK,
+  FLAG_COMPRESSED: () => FLAG_COMPRESSED,
+  FLAG_RETRIABLE: () => FLAG_RETRIABLE,
+  FrameType: () => FrameType,
+  GapReason: () => GapReason,
+  HEADER_LEN: () => HEADER_LEN,
+  InvalidChannelError: () => InvalidChannelError,
+  MAX_CHANNEL_LEN: () => MAX_CHANNEL_LEN,
+  MAX_NAME_LEN: () => MAX_NAME_LEN,
+  MAX_TOKEN_LEN: () => MAX_TOKEN_LEN,
+  MIN_MAX_BODY: () => MIN_MAX_BODY,
+  MalformedFrameError: () => MalformedFrameError,
+  StartKind: () => StartKind,
+  VERSION_1: () => VERSION_1,
+  codeFatal: () => codeFatal,
+  codeName: () => codeName,
+  decodeData: () => decodeData,
+  decodeError: () => decodeError,
+  decodeFrame: () => decodeFrame,
+  decodeGap: () => decodeGap,
+  decodeGoAway: () => decodeGoAway,
+  decodeHello: () => decodeHello,
+  decodePing: () => decodePing,
+  decodePong: () => decodePong,
+  decodePubAck: () => decodePubAck,
+  decodePublish: () => decodePublish,
+  decodeSubscribe: () => decodeSubscribe,
+  decodeSubscribed: () => decodeSubscribed,
+  decodeUnsubscribe: () => decodeUnsubscribe,
+  decodeUnsubscribed: () => decodeUnsubscribed,
+  decodeWelcome: () => decodeWelcome,
+  encodeData: () => encodeData,
+  encodeError: () => encodeError,
+  encodeGap: () => encodeGap,
+  encodeGoAway: () => encodeGoAway,
+  encodeHello: () => encodeHello,
+  encodePing: () => encodePing,
+  encodePong: () => encodePong,
+  encodePubAck: () => encodePubAck,
+  encodePublish: () => encodePublish,
+  encodeSubscribe: () => encodeSubscribe,
+  encodeSubscribed: () => encodeSubscribed,
+  encodeUnsubscribe: () => encodeUnsubscribe,
+  encodeUnsubscribed: () => encodeUnsubscribed,
+  encodeWelcome: () => encodeWelcome,
+  gapReasonName: () => gapReasonName,
+  typeName: () => typeName,
+  utf8: () => utf8,
+  validChannel: () => validChannel
+});
+var HEADER_LEN = 10;
+var VERSION_1 = 1;
+var MAX_CHANNEL_LEN = 255;
+var MAX_TOKEN_LEN = 4096;
+var MAX_NAME_LEN = 255;
+var MIN_MAX_BODY = 8192;
+var DATA_PREFIX_LEN = 12;
+var FrameType = {
+  HELLO: 1,
+  WELCOME: 2,
+  PUBLISH: 3,
+  PUBACK: 4,
+  SUBSCRIBE: 5,
+  SUBSCRIBED: 6,
+  UNSUBSCRIBE: 7,
+  DATA: 8,
+  GAP: 9,
+  PING: 10,
+  PONG: 11,
+  ERROR: 12,
+  GOAWAY: 13,
+  UNSUBSCRIBED: 14
+};
+var typeNames = Object.fromEntries(
+  Object.entries(FrameType).map(([k, v]) => [v, k])
+);
+function typeName(t) {
+  return typeNames[t] ?? `Type(0x${t.toString(16).padStart(2, "0").toUpperCase()})`;
+}
+var FLAG_ACK = 1;
+var FLAG_RETRIABLE = 1;
+var FLAG_COMPRESSED = 128;
+var StartKind = { LIVE: 0, EARLIEST: 1, POSITION: 2, LAST: 3, SINCE: 4 };
+var GapReason = { EXPIRED: 1, SLOW: 2, LOST: 3 };
+function gapReasonName(r) {
+  switch (r) {
+    case GapReason.EXPIRED:
+      return "expired";
+    case GapReason.SLOW:
+      return "slow";
+    case GapReason.LOST:
+      return "lost";
+  }
+  throw new RangeError(`undefined gap reason ${r}`);
+}
+var ErrorCodes = {
+  1: { name: "PROTOCOL_ERROR", fatal: true },
+  2: { name: "UNKNOWN_TYPE", fatal: true },
+  3: { name: "FRAME_TOO_LARGE", fatal: true },
+  4: { name: "UNSUPPORTED_VERSION", fatal: true },
+  5: { name: "HELLO_REQUIRED", fatal: true },
+  6: { name: "INVALID_CHANNEL", fatal: false },
+  7: { name: "PAYLOAD_TOO_LARGE", fatal: false },
+  8: { name: "TOO_MANY_SUBSCRIPTIONS", fatal: false },
+  9: { name: "SUBSCRIPTION_EXISTS", fatal: false },
+  10: { name: "UNKNOWN_SUBSCRIPTION", fatal: false },
+  11: { name: "TOO_MANY_CONNECTIONS", fatal: true },
+  12: { name: "UNAUTHENTICATED", fatal: true },
+  13: { name: "FORBIDDEN", fatal: false },
+  14: { name: "SLOW_CONSUMER", fatal: true },
+  15: { name: "SHUTTING_DOWN", fatal: true },
+  16: { name: "UNAVAILABLE", fatal: false },
+  17: { name: "RATE_LIMITED", fatal: false },
+  18: { name: "INVALID_START", fatal: false },
+  19: { name: "HANDSHAKE_TIMEOUT", fatal: true },
+  20: { name: "IDLE_TIMEOUT", fatal: true },
+  21: { name: "INTERNAL", fatal: false }
+};
+var CODE_UNKNOWN_SUBSCRIPTION = 10;
+var CODE_UNAUTHENTICATED = 12;
+var CODE_FORBIDDEN = 13;
+function codeName(code) {
+  return ErrorCodes[code]?.name ?? `Code(${code})`;
+}
+function codeFatal(code) {
+  return ErrorCodes[code]?.fatal ?? false;
+}
+var MalformedFrameError = class extends Error {
+  constructor(message) {
+    super(`sluice: malformed frame: ${message}`);
+    this.name = "MalformedFrameError";
+  }
+};
+var InvalidChannelError = class extends Error {
+  constructor(message) {
+    super(`sluice: invalid channel name: ${message}`);
+    this.name = "InvalidChannelError";
+  }
+};
+var U64_MAX = (1n << 64n) - 1n;
+var enc = new TextEncoder();
+var dec = new TextDecoder("utf-8", { fatal: false });
+var strictDec = new TextDecoder("utf-8", { fatal: true });
+function utf8(s) {
+  return enc.encode(s);
+}
+var Writer = class {
+  buf;
+  view;
+  off = 0;
+  constructor(size) {
+    this.buf = new Uint8Array(size);
+    this.view = new DataView(this.buf.buffer);
+  }
+  u8(v) {
+    this.view.setUint8(this.off, v);
+    this.off += 1;
+  }
+  u16(v) {
+    this.view.setUint16(this.off, v);
+    this.off += 2;
+  }
+  u32(v) {
+    this.view.setUint32(this.off, v >>> 0);
+    this.off += 4;
+  }
+  u64(v) {
+    this.view.setBigUint64(this.off, BigInt.asUintN(64, v));
+    this.off += 8;
+  }
+  bytes(b) {
+    this.buf.set(b, this.off);
+    this.off += b.length;
+  }
+};
+function frame(type, flags, id, bodyLen) {
+  if (bodyLen < 0 || bodyLen > 4294967295) throw new RangeError(`${typeName(type)} body length ${bodyLen}`);
+  const w = new Writer(HEADER_LEN + bodyLen);
+  w.u32(bodyLen);
+  w.u8(type);
+  w.u8(flags);
+  w.u32(id);
+  return w;
+}
+function checkU64(v, field) {
+  if (v < 0n || v > U64_MAX) throw new RangeError(`${field} ${v} is not a u64`);
+  return v;
+}
+function mustFit(type, field, n, max) {
+  if (n > max) throw new RangeError(`${typeName(type)}: ${field} ${n} exceeds ${max}`);
+}
+function encodeHello(id, h) {
+  const name = utf8(h.name);
+  mustFit(FrameType.HELLO, "name length", name.length, MAX_NAME_LEN);
+  mustFit(FrameType.HELLO, "token length", h.token.length, 65535);
+  const w = frame(FrameType.HELLO, 0, id, 2 + 2 + 4 + 1 + name.length + 2 + h.token.length);
+  w.u16(h.minVersion);
+  w.u16(h.maxVersion);
+  w.u32(h.features);
+  w.u8(name.length);
+  w.bytes(name);
+  w.u16(h.token.length);
+  w.bytes(h.token);
+  return w.buf;
+}
+function encodeWelcome(id, v) {
+  const name = utf8(v.serverName);
+  mustFit(FrameType.WELCOME, "server name length", name.length, MAX_NAME_LEN);
+  const nodes = v.nodes.map(utf8);
+  let n = 2 + 4 + 4 + 4 + 2 + 4 * 5 + 1 + name.length + 2;
+  for (const node of nodes) {
+    mustFit(FrameType.WELCOME, "node address length", node.length, 255);
+    n += 1 + node.length;
+  }
+  const w = frame(FrameType.WELCOME, 0, id, n);
+  w.u16(v.version);
+  w.u32(v.features);
+  w.u32(v.maxPayload);
+  w.u32(v.maxBody);
+  w.u16(v.maxSubs);
+  w.u32(v.limitMsgs);
+  w.u32(v.limitSize);
+  w.u32(v.limitLifeMs);
+  w.u32(v.ttlMs);
+  w.u32(v.pingIntervalMs);
+  w.u8(name.length);
+  w.bytes(name);
+  w.u16(nodes.length);
+  for (const node of nodes) {
+    w.u8(node.length);
+    w.bytes(node);
+  }
+  return w.buf;
+}
+function encodePublish(id, flags, channel, payload) {
+  const ch = typeof channel === "string" ? utf8(channel) : channel;
+  mustFit(FrameType.PUBLISH, "channel length", ch.length, MAX_CHANNEL_LEN);
+  const w = frame(FrameType.PUBLISH, flags, id, 1 + ch.length + payload.length);
+  w.u8(ch.length);
+  w.bytes(ch);
+  w.bytes(payload);
+  return w.buf;
+}
+function encodePubAck(acks) {
+  mustFit(FrameType.PUBACK, "ack count", acks.length, 65535);
+  const w = frame(FrameType.PUBACK, 0, 0, 2 + 12 * acks.length);
+  w.u16(acks.length);
+  for (const a of acks) {
+    w.u32(a.id);
+    w.u64(checkU64(a.position, "position"));
+  }
+  return w.buf;
+}
+function encodeSubscribe(id, s) {
+  const ch = utf8(s.channel);
+  mustFit(FrameType.SUBSCRIBE, "channel length", ch.length, MAX_CHANNEL_LEN);
+  const w = frame(FrameType.SUBSCRIBE, 0, id, 22 + ch.length);
+  w.u32(s.subID);
+  w.u8(s.start);
+  w.u64(checkU64(s.arg, "startArg"));
+  w.u64(checkU64(s.epoch, "epoch"));
+  w.u8(ch.length);
+  w.bytes(ch);
+  return w.buf;
+}
+function encodeSubscribed(id, s) {
+  const w = frame(FrameType.SUBSCRIBED, 0, id, 36);
+  w.u32(s.subID);
+  w.u64(checkU64(s.first, "first"));
+  w.u64(checkU64(s.earliest, "earliest"));
+  w.u64(checkU64(s.next, "next"));
+  w.u64(checkU64(s.epoch, "epoch"));
+  return w.buf;
+}
+function encodeUnsubscribe(id, subID) {
+  const w = frame(FrameType.UNSUBSCRIBE, 0, id, 4);
+  w.u32(subID);
+  return w.buf;
+}
+function encodeUnsubscribed(id, subID) {
+  const w = frame(FrameType.UNSUBSCRIBED, 0, id, 4);
+  w.u32(subID);
+  return w.buf;
+}
+function encodeData(subID, first, payloads) {
+  let n = DATA_PREFIX_LEN;
+  for (const p of payloads) n += 4 + p.length;
+  const w = frame(FrameType.DATA, 0, subID, n);
+  w.u64(checkU64(first, "first"));
+  w.u32(payloads.length);
+  for (const p of payloads) {
+    w.u32(p.length);
+    w.bytes(p);
+  }
+  return w.buf;
+}
+function encodeGap(subID, g) {
+  const w = frame(FrameType.GAP, 0, subID, 17);
+  w.u64(checkU64(g.from, "from"));
+  w.u64(checkU64(g.to, "to"));
+  w.u8(g.reason);
+  return w.buf;
+}
+function encodePing(id) {
+  return frame(FrameType.PING, 0, id, 0).buf;
+}
+function encodePong(id) {
+  return frame(FrameType.PONG, 0, id, 0).buf;
+}
+function encodeCodeText(type, flags, id, code, text) {
+  const t = utf8(text);
+  mustFit(type, "text length", t.length, 65535);
+  const w = frame(type, flags, id, 4 + t.length);
+  w.u16(code);
+  w.u16(t.length);
+  w.bytes(t);
+  return w.buf;
+}
+function encodeError(id, e) {
+  return encodeCodeText(FrameType.ERROR, e.retriable ? FLAG_RETRIABLE : 0, id, e.code, e.text);
+}
+function encodeGoAway(g) {
+  return encodeCodeText(FrameType.GOAWAY, 0, 0, g.code, g.text);
+}
+var Reader = class {
+  constructor(b, frameName) {
+    this.b = b;
+    this.frameName = frameName;
+    this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
+  b;
+  frameName;
+  off = 0;
+  err = null;
+  view;
+  need(n, field) {
+    if (this.err !== null) return false;
+    if (n > this.b.length - this.off) {
+      this.err = `${this.frameName}: ${field} at offset ${this.off} needs ${n} bytes, body has ${this.b.length}`;
+      return false;
+    }
+    return true;
+  }
+  fail(msg) {
+    if (this.err === null) this.err = `${this.frameName}: ${msg}`;
+  }
+  u8(field) {
+    if (!this.need(1, field)) return 0;
+    return this.view.getUint8(this.off++);
+  }
+  u16(field) {
+    if (!this.need(2, field)) return 0;
+    const v = this.view.getUint16(this.off);
+    this.off += 2;
+    return v;
+  }
+  u32(field) {
+    if (!this.need(4, field)) return 0;
+    const v = this.view.getUint32(this.off);
+    this.off += 4;
+    return v;
+  }
+  u64(field) {
+    if (!this.need(8, field)) return 0n;
+    const v = this.view.getBigUint64(this.off);
+    this.off += 8;
+    return v;
+  }
+  bytes(n, field) {
+    if (!this.need(n, field)) return new Uint8Array(0);
+    const v = this.b.subarray(this.off, this.off + n);
+    this.off += n;
+    return v;
+  }
+  rest() {
+    if (this.err !== null) return new Uint8Array(0);
+    const v = this.b.subarray(this.off);
+    this.off = this.b.length;
+    return v;
+  }
+  /** Fails if bytes are left after the last field (exact-length frames). */
+  exact() {
+    if (this.err === null && this.off !== this.b.length) {
+      this.err = `${this.frameName}: ${this.b.length - this.off} trailing bytes after offset ${this.off} (body has ${this.b.length})`;
+    }
+  }
+  check() {
+    if (this.err !== null) throw new MalformedFrameError(this.err);
+  }
+};
+function decodeFrame(msg, maxBody) {
+  if (msg.length < HEADER_LEN) {
+    throw new MalformedFrameError(`message of ${msg.length} bytes is shorter than a frame header`);
+  }
+  const v = new DataView(msg.buffer, msg.byteOffset, msg.byteLength);
+  const header = { len: v.getUint32(0), type: v.getUint8(4), flags: v.getUint8(5), id: v.getUint32(6) };
+  if (header.len > maxBody) {
+    throw new MalformedFrameError(
+      `${typeName(header.type)}: declared body length ${header.len} exceeds the limit ${maxBody}`
+    );
+  }
+  if (msg.length - HEADER_LEN !== header.len) {
+    throw new MalformedFrameError(
+      `${typeName(header.type)}: declared body length ${header.len}, the message carries ${msg.length - HEADER_LEN}`
+    );
+  }
+  return { header, body: msg.subarray(HEADER_LEN) };
+}
+function decodeHello(body) {
+  const d = new Reader(body, "HELLO");
+  const minVersion = d.u16("minVersion");
+  const maxVersion = d.u16("maxVersion");
+  const features = d.u32("features");
+  const name = dec.decode(d.bytes(d.u8("nameLen"), "name"));
+  const tl = d.u16("tokenLen");
+  if (d.err === null && tl > MAX_TOKEN_LEN) d.fail(`token length ${tl} exceeds ${MAX_TOKEN_LEN}`);
+  const token = d.bytes(tl, "token");
+  d.check();
+  return { minVersion, maxVersion, features, name, token };
+}
+function decodeWelcome(body) {
+  const d = new Reader(body, "WELCOME");
+  const w = {
+    version: d.u16("version"),
+    features: d.u32("features"),
+    maxPayload: d.u32("maxPayload"),
+    maxBody: d.u32("maxBody"),
+    maxSubs: d.u16("maxSubs"),
+    limitMsgs: d.u32("limitMsgs"),
+    limitSize: d.u32("limitSize"),
+    limitLifeMs: d.u32("limitLifeMs"),
+    ttlMs: d.u32("ttlMs"),
+    pingIntervalMs: d.u32("pingIntervalMs"),
+    serverName: "",
+    nodes: []
+  };
+  w.serverName = dec.decode(d.bytes(d.u8("serverNameLen"), "serverName"));
+  const count = d.u16("nodeCount");
+  if (d.need(count, "node list")) {
+    for (let i = 0; i < count && d.err === null; i++) {
+      w.nodes.push(dec.decode(d.bytes(d.u8("node address length"), "node address")));
+    }
+  }
+  d.check();
+  return w;
+}
+function decodePublish(body) {
+  const d = new Reader(body, "PUBLISH");
+  const cl = d.u8("channelLen");
+  if (d.err === null && cl === 0) d.fail("empty channel");
+  if (d.err === null && cl > body.length - 1) d.fail(`channel length ${cl} exceeds body (${body.length} bytes)`);
+  const channel = d.bytes(cl, "channel");
+  const payload = d.rest();
+  d.check();
+  return { channel, payload };
+}
+function decodePubAck(body) {
+  const d = new Reader(body, "PUBACK");
+  const count = d.u16("count");
+  if (d.err === null && count === 0) d.fail("ack count 0");
+  if (d.err === null && body.length !== 2 + 12 * count) {
+    d.fail(`body length ${body.length}, want ${2 + 12 * count} for ${count} acks`);
+  }
+  d.check();
+  const acks = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const id = d.u32("request id");
+    acks[i] = { id, position: d.u64("position") };
+  }
+  return acks;
+}
+function decodeSubscribe(body) {
+  const d = new Reader(body, "SUBSCRIBE");
+  const subID = d.u32("subID");
+  const start = d.u8("startKind");
+  if (d.err === null && start > StartKind.SINCE) d.fail(`start kind ${start} undefined`);
+  const arg = d.u64("startArg");
+  const epoch = d.u64("epoch");
+  const cl = d.u8("channelLen");
+  if (d.err === null && cl === 0) d.fail("empty channel");
+  const channel = dec.decode(d.bytes(cl, "channel"));
+  d.exact();
+  d.check();
+  return { subID, start, arg, epoch, channel };
+}
+function decodeSubscribed(body) {
+  const d = new Reader(body, "SUBSCRIBED");
+  const s = {
+    subID: d.u32("subID"),
+    first: d.u64("first"),
+    earliest: d.u64("earliest"),
+    next: d.u64("next"),
+    epoch: d.u64("epoch")
+  };
+  d.check();
+  return s;
+}
+function decodeSubID(name, body) {
+  const d = new Reader(body, name);
+  const v = d.u32("subID");
+  d.exact();
+  d.check();
+  return v;
+}
+function decodeUnsubscribe(body) {
+  return decodeSubID("UNSUBSCRIBE", body);
+}
+function decodeUnsubscribed(body) {
+  return decodeSubID("UNSUBSCRIBED", body);
+}
+function decodeData(body) {
+  const d = new Reader(body, "DATA");
+  const first = d.u64("first");
+  const count = d.u32("count");
+  const records = d.rest();
+  if (d.err === null) {
+    if (count === 0) d.fail("record count 0");
+    else if (count > Math.floor(records.length / 4)) {
+      d.fail(`record count ${count} cannot fit in ${records.length} bytes of records`);
+    } else if (first > U64_MAX - BigInt(count - 1)) d.fail(`positions ${first}+${count} overflow`);
+  }
+  d.check();
+  const rv = new DataView(records.buffer, records.byteOffset, records.byteLength);
+  const payloads = new Array(count);
+  let off = 0;
+  for (let i = 0; i < count; i++) {
+    if (records.length - off < 4) {
+      throw new MalformedFrameError(
+        `DATA: record ${i} of ${count}: length field at offset ${DATA_PREFIX_LEN + off} overruns the body (${body.length} bytes)`
+      );
+    }
+    const n = rv.getUint32(off);
+    off += 4;
+    if (n > records.length - off) {
+      throw new MalformedFrameError(
+        `DATA: record ${i} of ${count}: length ${n} at offset ${DATA_PREFIX_LEN + off - 4} overruns the body (${body.length} bytes)`
+      );
+    }
+    payloads[i] = records.subarray(off, off + n);
+    off += n;
+  }
+  if (off !== records.length) {
+    throw new MalformedFrameError(`DATA: ${records.length - off} trailing bytes after ${count} records`);
+  }
+  return { first, payloads };
+}
+function decodeGap(body) {
+  const d = new Reader(body, "GAP");
+  const from = d.u64("from");
+  const to = d.u64("to");
+  const reason = d.u8("reason");
+  if (d.err === null && from > to) d.fail(`range from ${from} > to ${to}`);
+  if (d.err === null && (reason < GapReason.EXPIRED || reason > GapReason.LOST)) d.fail(`reason ${reason} undefined`);
+  d.exact();
+  d.check();
+  return { from, to, reason };
+}
+function decodePing(body) {
+  const d = new Reader(body, "PING");
+  d.exact();
+  d.check();
+}
+function decodePong(body) {
+  const d = new Reader(body, "PONG");
+  d.exact();
+  d.check();
+}
+function decodeCodeText(name, body) {
+  const d = new Reader(body, name);
+  const code = d.u16("code");
+  const text = dec.decode(d.bytes(d.u16("textLen"), "text"));
+  d.exact();
+  d.check();
+  return { code, text };
+}
+function decodeError(h, body) {
+  const { code, text } = decodeCodeText("ERROR", body);
+  return { code, retriable: (h.flags & FLAG_RETRIABLE) !== 0, text };
+}
+function decodeGoAway(body) {
+  return decodeCodeText("GOAWAY", body);
+}
+function validChannel(name) {
+  const b = typeof name === "string" ? utf8(name) : name;
+  if (b.length === 0) throw new InvalidChannelError("empty");
+  if (b.length > MAX_CHANNEL_LEN) throw new InvalidChannelError(`${b.length} bytes, more than ${MAX_CHANNEL_LEN}`);
+  let s;
+  try {
+    s = typeof name === "string" ? name : strictDec.decode(b);
+  } catch {
+    throw new InvalidChannelError("invalid UTF-8");
+  }
+  if (typeof name === "string" && hasLoneSurrogate(name)) {
+    throw new InvalidChannelError("invalid UTF-8 (a lone surrogate)");
+  }
+  let off = 0;
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    if (isSpace(cp) || isControl(cp)) {
+      throw new InvalidChannelError(
+        `U+${cp.toString(16).toUpperCase().padStart(4, "0")} at offset ${off} is white space or a control character`
+      );
+    }
+    off += utf8Len(cp);
+  }
+  return b;
+}
+function hasLoneSurrogate(s) {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 55296 && c <= 56319) {
+      const d = s.charCodeAt(i + 1);
+      if (!(d >= 56320 && d <= 57343)) return true;
+      i++;
+    } else if (c >= 56320 && c <= 57343) return true;
+  }
+  return false;
+}
+function utf8Len(cp) {
+  return cp < 128 ? 1 : cp < 2048 ? 2 : cp < 65536 ? 3 : 4;
+}
+function isSpace(cp) {
+  if (cp <= 255) return cp === 32 || cp >= 9 && cp <= 13 || cp === 133 || cp === 160;
+  return cp === 5760 || cp >= 8192 && cp <= 8202 || cp === 8232 || cp === 8233 || cp === 8239 || cp === 8287 || cp === 12288;
+}
+function isControl(cp) {
+  return cp < 32 || cp >= 127 && cp < 160;
+}
+
+// src/errors.ts
+var SluiceError = class extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+};
+var ClosedError = class extends SluiceError {
+  constructor(cause) {
+    super(cause ? `sluice: connection closed: ${errText(cause)}` : "sluice: connection closed", { cause });
+  }
+};
+var DrainingError = class extends SluiceError {
+  constructor() {
+    super("sluice: connection draining");
+  }
+};
+var UnknownOutcomeError = class extends SluiceError {
+  constructor(cause) {
+    super(`sluice: publish outcome unknown${cause ? ": " + errText(cause) : ""}`, { cause });
+  }
+};
+var DisconnectedError = class extends SluiceError {
+  constructor(why, cause) {
+    super(`sluice: disconnected: ${why}`, { cause });
+  }
+};
+var ProtocolError = class extends SluiceError {
+  constructor(why, cause) {
+    super(`sluice: protocol violation by server: ${why}`, { cause });
+  }
+};
+var PayloadTooLargeError = class extends SluiceError {
+};
+var InvalidOptionError = class extends SluiceError {
+};
+var UnsubscribedError = class extends SluiceError {
+  constructor() {
+    super("sluice: unsubscribed");
+  }
+};
+var ServerError = class extends SluiceError {
+  constructor(op, code, retriable, text) {
+    super(`sluice: ${op}: ${codeName(code)}${text ? ": " + text : ""}`);
+    this.op = op;
+    this.code = code;
+    this.retriable = retriable;
+    this.text = text;
+    this.codeName = codeName(code);
+  }
+  op;
+  code;
+  retriable;
+  text;
+  codeName;
+};
+function errText(e) {
+  return e instanceof Error ? e.message : String(e);
+}
+
+// src/ws.ts
+async function resolveWebSocket(given, maxMessage) {
+  if (given) return given;
+  const g = globalThis.WebSocket;
+  if (typeof g === "function") return g;
+  let mod;
+  try {
+    const name = "ws";
+    mod = await import(name);
+  } catch (e) {
+    throw new Error(
+      "sluice: no WebSocket in this environment: install the `ws` package or pass the WebSocket option",
+      { cause: e }
+    );
+  }
+  const WS = mod.WebSocket ?? mod.default;
+  return class extends WS {
+    constructor(url) {
+      super(url, [], { maxPayload: maxMessage });
+    }
+  };
+}
+
+// src/client.ts
+var DEFAULT_NAME = "sluice-js";
+var DEFAULT_BACKOFF_MIN_MS = 100;
+var DEFAULT_BACKOFF_MAX_MS = 1e4;
+var DEFAULT_MAX_PENDING = 1024;
+var DEFAULT_CONNECT_TIMEOUT_MS = 5e3;
+var DEFAULT_SUB_BUFFER = 1024;
+var DEFAULT_MAX_BODY = 64 << 20;
+var HANDSHAKE_MAX_BODY = 1 << 20;
+var HEALTHY_SESSION_MS = 1e3;
+var GOAWAY_GRACE_MS = 2e3;
+var NOACK_QUEUE_LIMIT = 1 << 20;
+var DRAIN_POLL_MS = 5;
+var MAX_AUTH_REFUSALS = 2;
+var State = { OPEN: 0, DRAINING: 1, CLOSED: 2 };
+function toBytes(p) {
+  if (typeof p === "string") return utf8(p);
+  if (p instanceof Uint8Array) return p;
+  if (p instanceof ArrayBuffer) return new Uint8Array(p);
+  throw new InvalidOptionError("sluice: payload must be a string, Uint8Array or ArrayBuffer");
+}
+function abortReason(signal) {
+  return signal.reason ?? new DOMException("aborted", "AbortError");
+}
+async function connect(urls, opts = {}) {
+  const list = (Array.isArray(urls) ? urls : urls.split(",")).map((u) => u.trim()).filter((u, i, a) => u !== "" && a.indexOf(u) === i);
+  if (list.length === 0) throw new InvalidOptionError(`sluice: no URL in ${JSON.stringify(urls)}`);
+  const o = checkOptions(opts);
+  const WS = await resolveWebSocket(opts.WebSocket, o.maxBody + HEADER_LEN);
+  const c = new Client(list, o, WS);
+  const errs = [];
+  for (let i = 0; i < list.length; i++) {
+    c.urlIdx = i;
+    try {
+      const s = await c.dial(list[i]);
+      c.install(s);
+      return c;
+    } catch (e) {
+      errs.push(e);
+    }
+  }
+  const only = errs.length === 1 ? errs[0] : null;
+  if (only instanceof SluiceError) throw only;
+  throw new DisconnectedError(
+    `could not connect to ${list.join(", ")}: ${errs.map((e) => e instanceof Error ? e.message : String(e)).join("; ")}`,
+    errs.length === 1 ? errs[0] : new AggregateError(errs)
+  );
+}
+function checkOptions(o) {
+  const token = o.token === void 0 ? new Uint8Array(0) : toBytes(o.token);
+  if (token.length > MAX_TOKEN_LEN) {
+    throw new InvalidOptionError(`sluice: token is ${token.length} bytes, at most ${MAX_TOKEN_LEN}`);
+  }
+  const name = o.name ?? DEFAULT_NAME;
+  if (utf8(name).length > MAX_NAME_LEN) {
+    throw new InvalidOptionError(`sluice: name is longer than ${MAX_NAME_LEN} bytes`);
+  }
+  const backoffMinMs = o.backoffMinMs ?? DEFAULT_BACKOFF_MIN_MS;
+  const backoffMaxMs = o.backoffMaxMs ?? Math.max(DEFAULT_BACKOFF_MAX_MS, backoffMinMs);
+  if (!(backoffMinMs > 0) || !(backoffMaxMs >= backoffMinMs)) {
+    throw new InvalidOptionError(`sluice: backoff min ${backoffMinMs} max ${backoffMaxMs}`);
+  }
+  const maxPending = o.maxPending ?? DEFAULT_MAX_PENDING;
+  if (!Number.isInteger(maxPending) || maxPending < 1) throw new InvalidOptionError(`sluice: maxPending ${maxPending} < 1`);
+  const connectTimeoutMs = o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  if (!(connectTimeoutMs > 0)) throw new InvalidOptionError(`sluice: connectTimeoutMs ${connectTimeoutMs}`);
+  const maxBody = o.maxBody ?? DEFAULT_MAX_BODY;
+  if (!(maxBody >= MIN_MAX_BODY)) throw new InvalidOptionError(`sluice: maxBody ${maxBody} < ${MIN_MAX_BODY}`);
+  return {
+    token,
+    name,
+    reconnect: o.reconnect ?? true,
+    backoffMinMs,
+    backoffMaxMs,
+    maxPending,
+    connectTimeoutMs,
+    maxBody,
+    onState: o.onState,
+    logger: o.logger,
+    random: o.random ?? Math.random
+  };
+}
+var Client = class {
+  /** @internal */
+  constructor(urls, opts, WS) {
+    this.urls = urls;
+    this.opts = opts;
+    this.WS = WS;
+    this.closedPromise = new Promise((r) => this.resolveClosed = r);
+  }
+  urls;
+  opts;
+  WS;
+  /** @internal */
+  urlIdx = 0;
+  state = State.OPEN;
+  cur = null;
+  /** Sessions not yet dead: the current one, and one draining after GOAWAY. */
+  live = /* @__PURE__ */ new Set();
+  reqID = 0;
+  nextWireID = 0;
+  closeErr = null;
+  subs = /* @__PURE__ */ new Set();
+  queued = [];
+  inflight = 0;
+  drainTimer = null;
+  reconnecting = false;
+  backoffTimer = null;
+  backoffWake = null;
+  idleWaiters = [];
+  closedPromise;
+  resolveClosed;
+  /** The parameters of the current connection's WELCOME; null while disconnected. */
+  get welcome() {
+    return this.cur?.welcome ?? null;
+  }
+  /** The URL of the current connection; null while disconnected. */
+  get url() {
+    return this.cur?.url ?? null;
+  }
+  /** Whether a connection is established now. */
+  get connected() {
+    return this.cur !== null;
+  }
+  /** Why the client closed, or null while it is open. */
+  get error() {
+    return this.state === State.CLOSED ? this.closeErr : null;
+  }
+  /** Resolves when the client has closed for good. */
+  get closed() {
+    return this.closedPromise;
+  }
+  /** @internal */
+  nextReq() {
+    this.reqID = this.reqID + 1 >>> 0;
+    if (this.reqID === 0) this.reqID = 1;
+    return this.reqID;
+  }
+  backoff(n) {
+    let d = this.opts.backoffMinMs;
+    for (let i = 0; i < Math.min(n, 62) && d < this.opts.backoffMaxMs; i++) d *= 2;
+    d = Math.min(d, this.opts.backoffMaxMs);
+    return Math.floor(this.opts.random() * d) + 1;
+  }
+  emit(ev) {
+    try {
+      this.opts.onState?.(ev);
+    } catch (e) {
+      this.opts.logger?.warn("sluice: onState callback threw", e);
+    }
+  }
+  // -------------------------------------------------------------------------
+  // Connecting
+  /** @internal Opens url and performs the handshake; resolves to a live session. */
+  dial(url) {
+    return new Promise((resolve, reject) => {
+      let ws;
+      try {
+        ws = new this.WS(url);
+      } catch (e) {
+        reject(new DisconnectedError(`cannot open ${url}: ${e instanceof Error ? e.message : e}`, e));
+        return;
+      }
+      ws.binaryType = "arraybuffer";
+      const helloID = this.nextReq();
+      let settled = false;
+      const finish = (err, s) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+        if (err) {
+          try {
+            ws.close();
+          } catch {
+          }
+          reject(err);
+        } else resolve(s);
+      };
+      const timer = setTimeout(
+        () => finish(new DisconnectedError(`handshake with ${url} timed out after ${this.opts.connectTimeoutMs} ms`)),
+        this.opts.connectTimeoutMs
+      );
+      ws.onopen = () => {
+        ws.send(
+          encodeHello(helloID, {
+            minVersion: VERSION_1,
+            maxVersion: VERSION_1,
+            features: 0,
+            name: this.opts.name,
+            token: this.opts.token
+          })
+        );
+      };
+      ws.onerror = () => {
+      };
+      ws.onclose = (ev) => finish(new DisconnectedError(`${url} closed during the handshake (code ${ev.code}${ev.reason ? ", " + ev.reason : ""})`));
+      ws.onmessage = (ev) => {
+        try {
+          const w = this.handshake(ev.data, helloID);
+          finish(null, new Session(this, ws, url, w));
+        } catch (e) {
+          finish(e);
+        }
+      };
+    });
+  }
+  /** Checks the server's answer to HELLO: WELCOME, or an ERROR to throw. */
+  handshake(data, helloID) {
+    if (!(data instanceof ArrayBuffer)) throw new ProtocolError("a text message instead of WELCOME");
+    let f;
+    try {
+      f = decodeFrame(new Uint8Array(data), Math.min(HANDSHAKE_MAX_BODY, this.opts.maxBody));
+      if (f.header.type === FrameType.ERROR) {
+        const e = decodeError(f.header, f.body);
+        throw new ServerError("hello", e.code, e.retriable, e.text);
+      }
+      if (f.header.type !== FrameType.WELCOME) {
+        throw new ProtocolError(`${typeName(f.header.type)} instead of WELCOME`);
+      }
+      const w = decodeWelcome(f.body);
+      if (f.header.id !== helloID) throw new ProtocolError(`WELCOME id ${f.header.id}, HELLO id ${helloID}`);
+      if (w.version !== VERSION_1) throw new ProtocolError(`WELCOME chose version ${w.version}, offered 1..1`);
+      if (w.maxBody < MIN_MAX_BODY) throw new ProtocolError(`WELCOME maxBody ${w.maxBody} < ${MIN_MAX_BODY}`);
+      if (w.features !== 0) throw new ProtocolError(`WELCOME accepted features 0x${w.features.toString(16)} that were not offered`);
+      return w;
+    } catch (e) {
+      if (e instanceof MalformedFrameError) throw new ProtocolError(e.message, e);
+      throw e;
+    }
+  }
+  /** @internal Makes s the current session and resubscribes everything on it. */
+  install(s) {
+    if (this.state === State.CLOSED) {
+      s.fail(new ClosedError());
+      return false;
+    }
+    this.cur = s;
+    this.live.add(s);
+    s.start();
+    this.opts.logger?.info("sluice: connected", s.url, s.welcome.serverName);
+    this.emit({ state: "connected", url: s.url, serverName: s.welcome.serverName });
+    for (const sub of this.subs) {
+      if (!sub.paused) this.sendSubscribe(s, sub);
+    }
+    this.pump();
+    return true;
+  }
+  /** @internal Called by a session that ended (at most once per session). */
+  sessionEnded(s, err) {
+    this.live.delete(s);
+    if (this.cur === s) this.cur = null;
+    if (this.state === State.CLOSED) return;
+    this.emit({ state: "disconnected", url: s.url, error: err });
+    if (!this.opts.reconnect) {
+      this.finish(new ClosedError(err));
+      return;
+    }
+    this.opts.logger?.warn("sluice: disconnected", s.url, err.message);
+    void this.reconnect(Date.now() - s.started >= HEALTHY_SESSION_MS);
+  }
+  /** @internal A session stops taking requests (GOAWAY): new ones wait for the next. */
+  detach(s) {
+    if (this.cur === s) this.cur = null;
+  }
+  attempt = 0;
+  async reconnect(healthy) {
+    if (this.reconnecting) return;
+    this.reconnecting = true;
+    if (healthy) this.attempt = 0;
+    let refused = 0;
+    try {
+      while (this.state !== State.CLOSED) {
+        await new Promise((r) => {
+          this.backoffWake = r;
+          this.backoffTimer = setTimeout(r, this.backoff(this.attempt));
+        });
+        this.backoffTimer = null;
+        this.backoffWake = null;
+        if (this.state === State.CLOSED) return;
+        this.attempt++;
+        this.urlIdx = (this.urlIdx + 1) % this.urls.length;
+        const url = this.urls[this.urlIdx];
+        let s;
+        try {
+          s = await this.dial(url);
+        } catch (e) {
+          this.opts.logger?.warn("sluice: reconnect failed", url, this.attempt, e.message);
+          if (e instanceof ServerError && e.code === CODE_UNAUTHENTICATED) {
+            if (++refused >= MAX_AUTH_REFUSALS) {
+              this.finish(new ClosedError(e));
+              return;
+            }
+          } else refused = 0;
+          continue;
+        }
+        this.install(s);
+        return;
+      }
+    } finally {
+      this.reconnecting = false;
+    }
+  }
+  /** Ends the client for good with cause. */
+  finish(cause) {
+    if (this.state !== State.CLOSED) {
+      this.state = State.CLOSED;
+      this.closeErr = cause;
+    }
+    if (this.backoffTimer) clearTimeout(this.backoffTimer);
+    this.backoffWake?.();
+    if (this.drainTimer) clearTimeout(this.drainTimer);
+    const err = this.closeErr;
+    this.cur = null;
+    for (const s of [...this.live]) s.fail(err);
+    for (const q of this.queued.splice(0)) this.rejectQueued(q, err);
+    for (const sub of [...this.subs]) {
+      this.subs.delete(sub);
+      sub.terminate(err);
+    }
+    for (const w of this.idleWaiters.splice(0)) w();
+    this.emit({ state: "closed", error: err });
+    this.resolveClosed();
+  }
+  /**
+   * Closes at once: publishes awaiting their acknowledgement reject with
+   * UnknownOutcomeError, publishes not yet sent and later calls with
+   * ClosedError, and subscriptions end (iterators finish their queued
+   * events, then throw ClosedError). Idempotent.
+   */
+  close() {
+    if (this.state === State.CLOSED) return;
+    this.finish(new ClosedError());
+  }
+  /**
+   * Closes gracefully: new publishes and subscriptions fail with
+   * DrainingError; it waits until every publish already issued has its
+   * outcome, unsubscribes every subscription, then closes. With a signal
+   * that aborts first, it closes at once and rejects with its reason.
+   */
+  async drain(signal) {
+    if (this.state === State.CLOSED) throw this.closeErr ?? new ClosedError();
+    this.state = State.DRAINING;
+    try {
+      await new Promise((resolve, reject) => {
+        const check = () => {
+          if (this.inflight === 0 && this.queued.length === 0) resolve();
+          else this.idleWaiters.push(check);
+        };
+        signal?.addEventListener("abort", () => reject(abortReason(signal)), { once: true });
+        check();
+      });
+      if (this.state === State.CLOSED) throw this.closeErr;
+      await Promise.all([...this.subs].map((s) => s.unsubscribe(signal)));
+    } finally {
+      this.close();
+    }
+  }
+  usable() {
+    if (this.state === State.DRAINING) throw new DrainingError();
+    if (this.state === State.CLOSED) throw this.closeErr ?? new ClosedError();
+  }
+  // -------------------------------------------------------------------------
+  // Publishing
+  /**
+   * Publishes payload (bytes, or a string sent as UTF-8) to channel and
+   * resolves to its position once the server acknowledged it. Rejects with
+   * InvalidChannelError or PayloadTooLargeError (nothing sent), ServerError
+   * (refused), ClosedError / DrainingError (nothing sent), or
+   * UnknownOutcomeError (sent, but the acknowledgement was lost: the
+   * message may or may not be stored; it is not sent again).
+   */
+  publish(channel, payload, opts = {}) {
+    return this.enqueue(channel, payload, true, opts.signal);
+  }
+  /**
+   * Publishes without asking for an acknowledgement (at most once): it
+   * resolves once the frame was handed to the WebSocket, and no error tells
+   * of a message lost with the connection or refused by the server. While
+   * 1 MiB or more waits in the socket, it waits for it to drain, so a
+   * publisher faster than the network is slowed down, not buffered without
+   * bound.
+   */
+  publishNoAck(channel, payload, opts = {}) {
+    return this.enqueue(channel, payload, false, opts.signal);
+  }
+  enqueue(channel, payload, ack, signal) {
+    let ch, pl;
+    try {
+      ch = validChannel(channel);
+      pl = toBytes(payload);
+      this.usable();
+      if (signal?.aborted) throw abortReason(signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise((resolve, reject) => {
+      const entry = { channel: ch, payload: pl, ack, resolve, reject, signal };
+      if (signal) {
+        entry.onAbort = () => {
+          const i = this.queued.indexOf(entry);
+          if (i >= 0) {
+            this.queued.splice(i, 1);
+            entry.reject(abortReason(signal));
+            this.notifyIdle();
+          }
+        };
+        signal.addEventListener("abort", entry.onAbort, { once: true });
+      }
+      this.queued.push(entry);
+      this.pump();
+    });
+  }
+  rejectQueued(q, err) {
+    if (q.signal && q.onAbort) q.signal.removeEventListener("abort", q.onAbort);
+    q.reject(err);
+  }
+  /** Sends queued publishes, in order, while the window and the socket allow. */
+  pump() {
+    while (this.queued.length > 0) {
+      const s = this.cur;
+      if (!s || s.dead || s.goaway) return;
+      const q = this.queued[0];
+      if (q.ack && this.inflight >= this.opts.maxPending) return;
+      if (!q.ack && s.bufferedAmount() >= NOACK_QUEUE_LIMIT) {
+        if (!this.drainTimer) {
+          this.drainTimer = setTimeout(() => {
+            this.drainTimer = null;
+            this.pump();
+          }, DRAIN_POLL_MS);
+        }
+        return;
+      }
+      this.queued.shift();
+      if (q.signal && q.onAbort) q.signal.removeEventListener("abort", q.onAbort);
+      if (q.payload.length > s.welcome.maxPayload) {
+        q.reject(new PayloadTooLargeError(`sluice: payload of ${q.payload.length} bytes, server max ${s.welcome.maxPayload}`));
+        continue;
+      }
+      if (q.ack) {
+        this.inflight++;
+        s.sendPublish(q.channel, q.payload, {
+          resolve: q.resolve,
+          reject: q.reject,
+          signal: q.signal,
+          settled: false
+        });
+      } else {
+        s.send(encodePublish(this.nextReq(), 0, q.channel, q.payload));
+        q.resolve(void 0);
+      }
+    }
+    this.notifyIdle();
+  }
+  /** @internal A publish got its outcome: its window slot is free. */
+  released() {
+    this.inflight--;
+    this.pump();
+    this.notifyIdle();
+  }
+  notifyIdle() {
+    if (this.idleWaiters.length === 0 || this.inflight !== 0 || this.queued.length !== 0) return;
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+  // -------------------------------------------------------------------------
+  // Subscribing
+  /**
+   * Subscribes to channel and resolves once the server confirmed it. If the
+   * connection drops before the answer, the SUBSCRIBE is sent again after
+   * reconnecting. Read the events with `for await (const ev of sub)` or
+   * pass onEvent. A refusal rejects with ServerError; InvalidChannelError,
+   * InvalidOptionError, DrainingError and ClosedError mean nothing was sent.
+   */
+  async subscribe(channel, opts = {}) {
+    validChannel(channel);
+    const [kind, arg] = startOf(opts.start ?? "live");
+    const buffer = opts.buffer ?? DEFAULT_SUB_BUFFER;
+    if (!Number.isInteger(buffer) || buffer < 1) throw new InvalidOptionError(`sluice: buffer ${buffer} < 1`);
+    this.usable();
+    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd);
+    this.subs.add(sub);
+    if (this.cur) this.sendSubscribe(this.cur, sub);
+    const signal = opts.signal;
+    let onAbort;
+    try {
+      await Promise.race([
+        sub.ready,
+        new Promise((_, reject) => {
+          if (!signal) return;
+          onAbort = () => reject(abortReason(signal));
+          if (signal.aborted) onAbort();
+          else signal.addEventListener("abort", onAbort, { once: true });
+        })
+      ]);
+    } catch (e) {
+      void sub.unsubscribe();
+      throw e;
+    } finally {
+      if (onAbort) signal.removeEventListener("abort", onAbort);
+    }
+    if (sub.error && !(sub.error instanceof UnsubscribedError)) throw sub.error;
+    return sub;
+  }
+  /** @internal Sends sub's SUBSCRIBE on s under a fresh wire id. */
+  sendSubscribe(s, sub) {
+    let kind = sub.startKind;
+    let arg = sub.startArg;
+    if (sub.cursor !== 0n) {
+      kind = StartKind.POSITION;
+      arg = sub.cursor;
+    }
+    const want = kind === StartKind.POSITION ? arg : 0n;
+    let wireID;
+    do {
+      this.nextWireID = this.nextWireID + 1 >>> 0;
+      wireID = this.nextWireID;
+    } while (wireID === 0 || s.subs.has(wireID));
+    if (sub.wireID !== 0 && sub.sess) sub.sess.subs.delete(sub.wireID);
+    sub.wireID = wireID;
+    sub.sess = s;
+    const id = this.nextReq();
+    s.control(id, { kind: "sub", sub, want, wireID }, encodeSubscribe(id, {
+      subID: wireID,
+      start: kind,
+      arg,
+      epoch: sub.epoch,
+      channel: sub.channel
+    }));
+    s.subs.set(wireID, sub);
+  }
+  /** @internal */
+  current() {
+    return this.cur;
+  }
+  /** @internal */
+  forget(sub) {
+    this.subs.delete(sub);
+  }
+  /** @internal */
+  has(sub) {
+    return this.subs.has(sub);
+  }
+  /** @internal */
+  retryDelay() {
+    return this.backoff(1);
+  }
+};
+function startOf(s) {
+  if (s === "live") return [StartKind.LIVE, 0n];
+  if (s === "earliest") return [StartKind.EARLIEST, 0n];
+  if (typeof s === "object" && s !== null) {
+    if ("position" in s) {
+      const p = BigInt(s.position);
+      if (p <= 0n) throw new InvalidOptionError("sluice: position must be >= 1 (positions start at 1)");
+      return [StartKind.POSITION, p];
+    }
+    if ("last" in s) {
+      const n = BigInt(s.last);
+      if (n < 0n) throw new InvalidOptionError("sluice: last must be >= 0");
+      return [StartKind.LAST, n];
+    }
+    if ("sinceMs" in s) {
+      if (!(s.sinceMs >= 0)) throw new InvalidOptionError("sluice: sinceMs must be >= 0");
+      return [StartKind.SINCE, BigInt(Math.floor(s.sinceMs))];
+    }
+  }
+  throw new InvalidOptionError(`sluice: invalid start ${JSON.stringify(s, (_, v) => typeof v === "bigint" ? String(v) : v)}`);
+}
+var Session = class {
+  constructor(c, ws, url, welcome) {
+    this.c = c;
+    this.ws = ws;
+    this.url = url;
+    this.welcome = welcome;
+    this.maxBody = Math.min(welcome.maxBody, c.opts.maxBody);
+  }
+  c;
+  ws;
+  url;
+  welcome;
+  dead = false;
+  goaway = false;
+  started = Date.now();
+  pending = /* @__PURE__ */ new Map();
+  reqs = /* @__PURE__ */ new Map();
+  subs = /* @__PURE__ */ new Map();
+  maxBody;
+  pingsOut = 0;
+  pingTimer = null;
+  goawayTimer = null;
+  unsubWaiters = /* @__PURE__ */ new Set();
+  /** Takes over the socket's events and starts pinging. */
+  start() {
+    this.ws.onmessage = (ev) => {
+      if (this.dead) return;
+      try {
+        if (!(ev.data instanceof ArrayBuffer)) throw new ProtocolError("a text message (protocol frames travel as binary messages)");
+        const f = decodeFrame(new Uint8Array(ev.data), this.maxBody);
+        this.dispatch(f.header, f.body);
+      } catch (e) {
+        this.fail(e instanceof MalformedFrameError ? new ProtocolError(e.message, e) : e);
+      }
+    };
+    this.ws.onclose = (ev) => this.fail(new DisconnectedError(`server closed the connection (code ${ev.code}${ev.reason ? ", " + ev.reason : ""})`));
+    this.ws.onerror = () => {
+    };
+    const pi = this.welcome.pingIntervalMs;
+    if (pi > 0) {
+      this.pingTimer = setInterval(() => {
+        if (this.pingsOut >= 2) {
+          this.fail(new DisconnectedError(`ping timeout after ${2 * pi} ms`));
+          return;
+        }
+        this.pingsOut++;
+        this.send(encodePing(0));
+      }, pi);
+    }
+  }
+  bufferedAmount() {
+    return this.ws.bufferedAmount;
+  }
+  send(frame2) {
+    if (this.dead) return;
+    try {
+      this.ws.send(frame2);
+    } catch (e) {
+      this.fail(new DisconnectedError(`write: ${e instanceof Error ? e.message : e}`, e));
+    }
+  }
+  sendPublish(channel, payload, pe) {
+    const id = this.c.nextReq();
+    this.pending.set(id, pe);
+    if (pe.signal) {
+      pe.onAbort = () => this.settle(pe, null, new UnknownOutcomeError(abortReason(pe.signal)), false);
+      pe.signal.addEventListener("abort", pe.onAbort, { once: true });
+    }
+    this.send(encodePublish(id, FLAG_ACK, channel, payload));
+  }
+  /**
+   * Reports a publish's outcome to its caller (once) and, when the server
+   * answered (or the session died), frees its window slot. An aborted wait
+   * settles the caller early but keeps the slot until the answer.
+   */
+  settle(pe, pos, err, answered) {
+    if (!pe.settled) {
+      pe.settled = true;
+      if (pe.signal && pe.onAbort) pe.signal.removeEventListener("abort", pe.onAbort);
+      if (err) pe.reject(err);
+      else pe.resolve(pos);
+    }
+    if (answered) this.c.released();
+  }
+  control(id, e, frame2) {
+    this.reqs.set(id, e);
+    this.send(frame2);
+  }
+  /** Waits for an UNSUBSCRIBE's answer, or the session's end (which counts as done). */
+  unsubscribe(wireID) {
+    return new Promise((resolve) => {
+      if (this.dead) return resolve(null);
+      const id = this.c.nextReq();
+      const reply = (err) => {
+        this.unsubWaiters.delete(reply);
+        resolve(err);
+      };
+      this.unsubWaiters.add(reply);
+      this.subs.delete(wireID);
+      this.control(id, { kind: "unsub", reply }, encodeUnsubscribe(id, wireID));
+    });
+  }
+  /**
+   * Ends the session (the first call wins): the socket closes, every
+   * publish awaiting its acknowledgement rejects with UnknownOutcomeError,
+   * and the client reconnects or closes.
+   */
+  fail(err) {
+    if (this.dead) return;
+    this.dead = true;
+    if (this.pingTimer) clearInterval(this.pingTimer);
+    if (this.goawayTimer) clearTimeout(this.goawayTimer);
+    this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;
+    try {
+      this.ws.close();
+    } catch {
+    }
+    const pend = [...this.pending.values()];
+    this.pending.clear();
+    this.reqs.clear();
+    this.subs.clear();
+    for (const w of [...this.unsubWaiters]) w(null);
+    const uerr = new UnknownOutcomeError(err);
+    for (const pe of pend) this.settle(pe, null, uerr, true);
+    this.c.sessionEnded(this, err);
+  }
+  dispatch(h, body) {
+    switch (h.type) {
+      case FrameType.PUBACK:
+        for (const a of decodePubAck(body)) {
+          const pe = this.pending.get(a.id);
+          if (pe) {
+            this.pending.delete(a.id);
+            this.settle(pe, a.position, null, true);
+          }
+        }
+        return;
+      case FrameType.DATA: {
+        const d = decodeData(body);
+        if (d.first === 0n || d.first + BigInt(d.payloads.length) > (1n << 64n) - 1n) {
+          throw new ProtocolError(`DATA positions ${d.first}+${d.payloads.length} out of range`);
+        }
+        this.subs.get(h.id)?.onData(this, d.first, d.payloads);
+        return;
+      }
+      case FrameType.GAP: {
+        const g = decodeGap(body);
+        if (g.from === 0n || g.to === (1n << 64n) - 1n) throw new ProtocolError(`GAP ${g.from}-${g.to} out of range`);
+        this.subs.get(h.id)?.onGap(this, g);
+        return;
+      }
+      case FrameType.SUBSCRIBED: {
+        const info = decodeSubscribed(body);
+        const e = this.reqs.get(h.id);
+        if (!e) return;
+        this.reqs.delete(h.id);
+        if (e.kind !== "sub") throw new ProtocolError(`SUBSCRIBED answers request ${h.id}, which was no SUBSCRIBE`);
+        if (info.subID !== e.wireID) throw new ProtocolError(`SUBSCRIBED for sub ${info.subID} answers SUBSCRIBE of sub ${e.wireID}`);
+        if (this.subs.get(e.wireID) === e.sub) e.sub.onSubscribed(this, e.want, info);
+        return;
+      }
+      case FrameType.UNSUBSCRIBED: {
+        const subID = decodeUnsubscribed(body);
+        if (h.id === 0) {
+          const sub = this.subs.get(subID);
+          this.subs.delete(subID);
+          sub?.end(new ServerError("subscribe", CODE_FORBIDDEN, false, "the server ended the subscription: permission revoked"));
+          return;
+        }
+        const e = this.reqs.get(h.id);
+        this.reqs.delete(h.id);
+        if (e?.kind === "unsub") e.reply?.(null);
+        return;
+      }
+      case FrameType.PING:
+        decodePing(body);
+        this.send(encodePong(h.id));
+        return;
+      case FrameType.PONG:
+        decodePong(body);
+        this.pingsOut = 0;
+        return;
+      case FrameType.ERROR:
+        this.onError(h.id, decodeError(h, body));
+        return;
+      case FrameType.GOAWAY: {
+        const g = decodeGoAway(body);
+        this.c.opts.logger?.info("sluice: server going away", this.url, codeName(g.code), g.text);
+        this.goaway = true;
+        this.c.detach(this);
+        const cause = new ServerError("goaway", g.code, true, g.text);
+        this.goawayTimer = setTimeout(() => this.fail(new DisconnectedError(cause.message, cause)), GOAWAY_GRACE_MS);
+        return;
+      }
+      default:
+        throw new ProtocolError(`unexpected ${typeName(h.type)} frame from server`);
+    }
+  }
+  /** Routes an ERROR to the request it answers; id 0 or a fatal code ends the session. */
+  onError(id, e) {
+    const fatal = codeFatal(e.code);
+    if (id === 0) throw new ServerError("connection", e.code, e.retriable, e.text);
+    const pe = this.pending.get(id);
+    const re = this.reqs.get(id);
+    if (pe) {
+      this.pending.delete(id);
+      this.settle(pe, null, new ServerError("publish", e.code, e.retriable, e.text), true);
+    } else if (re) {
+      this.reqs.delete(id);
+      if (re.kind === "unsub") {
+        re.reply?.(e.code === CODE_UNKNOWN_SUBSCRIPTION ? null : new ServerError("unsubscribe", e.code, e.retriable, e.text));
+      } else if (this.subs.get(re.wireID) === re.sub) {
+        this.subs.delete(re.wireID);
+        re.sub.onSubscribeError(this, new ServerError("subscribe", e.code, e.retriable, e.text));
+      }
+    } else if (!fatal) {
+      this.c.opts.logger?.warn("sluice: server error for unknown request", id, codeName(e.code), e.text);
+    }
+    if (fatal) throw new ServerError("connection", e.code, e.retriable, e.text);
+  }
+};
+var Subscription = class {
+  /** @internal */
+  constructor(c, channel, startKind, startArg, buffer, onEvent, onEnd) {
+    this.c = c;
+    this.channel = channel;
+    this.startKind = startKind;
+    this.startArg = startArg;
+    this.buffer = buffer;
+    this.onEvent = onEvent;
+    this.onEnd = onEnd;
+    this.ready = new Promise((r) => this.resolveReady = r);
+  }
+  c;
+  channel;
+  startKind;
+  startArg;
+  buffer;
+  onEvent;
+  onEnd;
+  /** @internal */
+  wireID = 0;
+  /** @internal */
+  sess = null;
+  /** @internal */
+  cursor = 0n;
+  // next position expected; 0 before the first SUBSCRIBED
+  /** @internal */
+  epoch = 0n;
+  // epoch of the last SUBSCRIBED; 0 = unknown
+  /** @internal */
+  paused = false;
+  subscribed = false;
+  _info = null;
+  _error = null;
+  queue = [];
+  head = 0;
+  waiter = null;
+  retryTimer = null;
+  /** @internal */
+  ready;
+  resolveReady;
+  /** The values of the latest SUBSCRIBED (updated on every resume). */
+  get info() {
+    return this._info;
+  }
+  /** Why the subscription ended, or null while it is live. */
+  get error() {
+    return this._error;
+  }
+  /** The position the next message should have (0n before the first SUBSCRIBED). */
+  get nextPosition() {
+    return this.cursor;
+  }
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => this.next(),
+      return: async () => {
+        await this.unsubscribe();
+        return { done: true, value: void 0 };
+      }
+    };
+  }
+  /** The next event; done after unsubscribe(); rejects with the error that ended it otherwise. */
+  next() {
+    if (this.onEvent) return Promise.reject(new InvalidOptionError("sluice: this subscription delivers to onEvent"));
+    if (this.head < this.queue.length) {
+      const ev = this.queue[this.head++];
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue.splice(0, this.head);
+        this.head = 0;
+      }
+      this.maybeResume();
+      return Promise.resolve({ done: false, value: ev });
+    }
+    if (this._error) {
+      if (this._error instanceof UnsubscribedError) return Promise.resolve({ done: true, value: void 0 });
+      return Promise.reject(this._error);
+    }
+    if (this.waiter) return Promise.reject(new InvalidOptionError("sluice: next() called again before the previous one resolved"));
+    return new Promise((resolve, reject) => this.waiter = { resolve, reject });
+  }
+  queued() {
+    return this.queue.length - this.head;
+  }
+  /** A paused subscription resubscribes once half its queue was consumed. */
+  maybeResume() {
+    if (!this.paused || this._error || this.queued() > this.buffer / 2) return;
+    this.paused = false;
+    const s = this.c.current();
+    if (s) this.c.sendSubscribe(s, this);
+  }
+  /**
+   * Ends the subscription: no event is delivered after it returns (events
+   * already queued stay readable), it is not resumed, and it waits for the
+   * server's UNSUBSCRIBED (a lost connection counts as done). Idempotent.
+   */
+  async unsubscribe(signal) {
+    if (!this.c.has(this)) return;
+    this.c.forget(this);
+    this.terminate(new UnsubscribedError());
+    const s = this.sess;
+    if (!s || s.dead || this.c.current() !== s || !s.subs.has(this.wireID)) return;
+    const p = s.unsubscribe(this.wireID);
+    const err = await (signal ? Promise.race([
+      p,
+      new Promise((resolve) => {
+        if (signal.aborted) resolve(abortReason(signal));
+        signal.addEventListener("abort", () => resolve(abortReason(signal)), { once: true });
+      })
+    ]) : p);
+    if (err) throw err;
+  }
+  /** @internal Ends with err (the first call wins): delivery stops, waiters learn. */
+  terminate(err) {
+    if (this._error) return;
+    this._error = err;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.resolveReady();
+    const w = this.waiter;
+    this.waiter = null;
+    if (w) {
+      if (err instanceof UnsubscribedError) w.resolve({ done: true, value: void 0 });
+      else w.reject(err);
+    }
+    try {
+      this.onEnd?.(err);
+    } catch (e) {
+      this.c.opts.logger?.warn("sluice: onEnd callback threw", e);
+    }
+  }
+  /** @internal Removes the subscription from its client, so no reconnect resumes it, and ends it. */
+  end(err) {
+    this.c.forget(this);
+    this.terminate(err);
+  }
+  /**
+   * Hands ev to the application; false if it was not taken (the
+   * subscription ended or is paused), in which case the cursor stays and a
+   * resume asks for it again.
+   */
+  deliver(ev) {
+    if (this._error || this.paused) return false;
+    if (this.onEvent) {
+      try {
+        this.onEvent(ev);
+      } catch (e) {
+        this.c.opts.logger?.warn("sluice: onEvent callback threw", e);
+      }
+      return true;
+    }
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = null;
+      w.resolve({ done: false, value: ev });
+      return true;
+    }
+    if (this.queued() >= this.buffer) {
+      this.pause();
+      return false;
+    }
+    this.queue.push(ev);
+    return true;
+  }
+  /** Stops the server's flow for this subscription until the queue drains. */
+  pause() {
+    this.paused = true;
+    const s = this.sess;
+    if (s && !s.dead && s.subs.get(this.wireID) === this) void s.unsubscribe(this.wireID);
+  }
+  // The methods below run on a message of session s.
+  /** @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed). */
+  onSubscribed(_s, want, info) {
+    this._info = { first: info.first, earliest: info.earliest, next: info.next, epoch: info.epoch };
+    const prevEpoch = this.epoch;
+    this.subscribed = true;
+    this.resolveReady();
+    if (prevEpoch !== 0n && info.epoch !== prevEpoch) {
+      if (!this.deliver({ kind: "epoch", channel: this.channel, epoch: info.epoch, position: info.first })) return;
+      this.epoch = info.epoch;
+      let cur = this.cursor;
+      if (cur === 0n || info.first < cur) {
+        this.cursor = cur = info.first;
+      }
+      if (info.first > cur) {
+        this.emitGap({ from: cur, to: info.first - 1n, reason: GapReason.LOST });
+      }
+      return;
+    }
+    this.epoch = info.epoch;
+    if (want !== 0n && info.first > want) {
+      if (this.cursor === 0n) this.cursor = want;
+      this.emitGap({ from: want, to: info.first - 1n, reason: GapReason.EXPIRED });
+      return;
+    }
+    if (this.cursor === 0n) this.cursor = info.first > want ? info.first : want;
+  }
+  /** @internal A refused SUBSCRIBE: a first one fails subscribe(); a resume is retried if retriable. */
+  onSubscribeError(s, err) {
+    if (this.subscribed && err.retriable) {
+      const d = this.c.retryDelay();
+      this.c.opts.logger?.warn("sluice: resubscribe refused, retrying", this.channel, d, err.message);
+      this.retryTimer = setTimeout(() => {
+        this.retryTimer = null;
+        if (this.c.has(this) && this.c.current() === s && !this.paused) this.c.sendSubscribe(s, this);
+      }, d);
+      return;
+    }
+    this.end(err);
+  }
+  /** @internal Delivers a DATA frame's messages; duplicates dropped, a hole before first is a gap (lost). */
+  onData(_s, first, payloads) {
+    let pos = first;
+    for (const p of payloads) {
+      const cur = this.cursor;
+      if (cur !== 0n && pos < cur) {
+        pos++;
+        continue;
+      }
+      if (cur !== 0n && pos > cur) {
+        if (!this.emitGap({ from: cur, to: pos - 1n, reason: GapReason.LOST })) return;
+      }
+      if (!this.deliver({ kind: "message", channel: this.channel, position: pos, payload: p.slice() })) return;
+      this.cursor = pos + 1n;
+      pos++;
+    }
+  }
+  /** @internal Delivers a GAP, trimmed to the positions not yet delivered. */
+  onGap(_s, g) {
+    const cur = this.cursor;
+    if (cur !== 0n) {
+      if (g.to < cur) return;
+      if (g.from > cur) {
+        if (!this.emitGap({ from: cur, to: g.from - 1n, reason: GapReason.LOST })) return;
+      }
+      if (g.from < cur) g = { ...g, from: cur };
+    }
+    this.emitGap(g);
+  }
+  emitGap(g) {
+    if (!this.deliver({ kind: "gap", channel: this.channel, from: g.from, to: g.to, reason: gapReasonName(g.reason) })) {
+      return false;
+    }
+    this.cursor = g.to + 1n;
+    return true;
+  }
+};
+export {
+  Client,
+  ClosedError,
+  DEFAULT_BACKOFF_MAX_MS,
+  DEFAULT_BACKOFF_MIN_MS,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_MAX_BODY,
+  DEFAULT_MAX_PENDING,
+  DEFAULT_NAME,
+  DEFAULT_SUB_BUFFER,
+  DisconnectedError,
+  DrainingError,
+  InvalidChannelError,
+  InvalidOptionError,
+  MalformedFrameError,
+  PayloadTooLargeError,
+  ProtocolError,
+  ServerError,
+  SluiceError,
+  Subscription,
+  UnknownOutcomeError,
+  UnsubscribedError,
+  codec_exports as codec,
+  connect
+};

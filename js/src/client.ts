@@ -1,0 +1,1334 @@
+// The client: one logical connection to a Sluice server (or cluster) over
+// WebSocket, re-established automatically, with acknowledged and
+// fire-and-forget publishing and resumable subscriptions. It mirrors the Go
+// SDK (client/): the same guarantees, in JavaScript's single-threaded terms.
+
+import * as codec from "./codec.js";
+import {
+  ClosedError,
+  DisconnectedError,
+  DrainingError,
+  InvalidOptionError,
+  PayloadTooLargeError,
+  ProtocolError,
+  ServerError,
+  SluiceError,
+  UnknownOutcomeError,
+  UnsubscribedError,
+} from "./errors.js";
+import { resolveWebSocket, type WebSocketConstructor, type WebSocketLike } from "./ws.js";
+
+export const DEFAULT_NAME = "sluice-js";
+export const DEFAULT_BACKOFF_MIN_MS = 100;
+export const DEFAULT_BACKOFF_MAX_MS = 10_000;
+export const DEFAULT_MAX_PENDING = 1024;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+export const DEFAULT_SUB_BUFFER = 1024;
+export const DEFAULT_MAX_BODY = 64 << 20;
+/** The body limit before WELCOME (which a server keeps within 8 KiB). */
+const HANDSHAKE_MAX_BODY = 1 << 20;
+/** How long a connection must have lasted for the backoff to start over. */
+const HEALTHY_SESSION_MS = 1_000;
+/** How long the client keeps reading after GOAWAY to collect acks. */
+const GOAWAY_GRACE_MS = 2_000;
+/** Output waiting in the socket at which fire-and-forget publishes wait. */
+const NOACK_QUEUE_LIMIT = 1 << 20;
+/** How often a publish waiting for the socket to drain looks again. */
+const DRAIN_POLL_MS = 5;
+/** Handshakes in a row refused as UNAUTHENTICATED that end reconnecting. */
+const MAX_AUTH_REFUSALS = 2;
+
+/** Options of connect(). */
+export interface ConnectOptions {
+  /** Authentication token sent in HELLO (at most 4096 bytes). */
+  token?: string | Uint8Array;
+  /** Client name sent in HELLO (at most 255 bytes); default "sluice-js". */
+  name?: string;
+  /**
+   * The WebSocket constructor. Default: the global WebSocket (browsers,
+   * Node 22+), else the `ws` package (Node 20).
+   */
+  WebSocket?: WebSocketConstructor;
+  /** Reconnect after a lost connection (default true). */
+  reconnect?: boolean;
+  /** Reconnect backoff: attempt n waits uniformly in [0, min(max, min*2^n)) ms. */
+  backoffMinMs?: number;
+  backoffMaxMs?: number;
+  /** Publishes awaiting their acknowledgement at once (default 1024); more wait. */
+  maxPending?: number;
+  /** Bound on one connection attempt, WebSocket opening and handshake (default 5 s). */
+  connectTimeoutMs?: number;
+  /** Largest frame body accepted from the server (default 64 MiB; the smaller of this and WELCOME's maxBody applies). */
+  maxBody?: number;
+  /** Called on every change of the connection's state. */
+  onState?: (ev: StateEvent) => void;
+  /** Receives diagnostics (default: none). */
+  logger?: Logger;
+  /** The random source of the backoff jitter, in [0, 1) (default Math.random). */
+  random?: () => number;
+}
+
+export interface Logger {
+  info(msg: string, ...args: unknown[]): void;
+  warn(msg: string, ...args: unknown[]): void;
+}
+
+/** A change of the connection's state. */
+export type StateEvent =
+  | { state: "connected"; url: string; serverName: string }
+  | { state: "disconnected"; url: string; error: Error }
+  | { state: "closed"; error: Error };
+
+/** Where a subscription starts (PROTOCOL.md 2.5). */
+export type Start =
+  | "live"
+  | "earliest"
+  | { position: bigint | number }
+  | { last: bigint | number }
+  | { sinceMs: number };
+
+/** Options of subscribe(). */
+export interface SubscribeOptions {
+  /** Where to start; default "live". */
+  start?: Start;
+  /**
+   * Called with every event, in order, instead of queueing it for the async
+   * iterator. It runs inside the WebSocket's message handler: keep it quick.
+   */
+  onEvent?: (ev: SubEvent) => void;
+  /** Called once when the subscription ends, with why. */
+  onEnd?: (err: Error) => void;
+  /**
+   * Events queued for the iterator before the subscription pauses (default
+   * 1024). A paused subscription stops reading, unsubscribes on the server
+   * and, once half its queue was consumed, resubscribes from the position
+   * after the last event queued: the server's retained history is the
+   * buffer, so a slow reader costs no memory here and misses nothing that
+   * is still retained (what expired meanwhile comes as a gap).
+   */
+  buffer?: number;
+  /** Aborts waiting for the first SUBSCRIBED. */
+  signal?: AbortSignal;
+}
+
+export interface PublishOptions {
+  /**
+   * Aborts the publish: before it was sent it is not sent and the promise
+   * rejects with the signal's reason; after, the promise rejects with an
+   * UnknownOutcomeError (the message may have been stored).
+   */
+  signal?: AbortSignal;
+}
+
+/** A message of a subscription. */
+export interface MessageEvent {
+  kind: "message";
+  channel: string;
+  position: bigint;
+  payload: Uint8Array;
+}
+
+/** Positions from..to (inclusive) will never be delivered. */
+export interface GapEvent {
+  kind: "gap";
+  channel: string;
+  from: bigint;
+  to: bigint;
+  reason: codec.GapReasonName;
+}
+
+/**
+ * On resuming, the server reported another epoch for the channel: its
+ * history was lost and started again. position is the new first position;
+ * a following gap (reason lost) says which positions were lost if they
+ * continue; if position is below what was delivered, numbering restarted.
+ */
+export interface EpochEvent {
+  kind: "epoch";
+  channel: string;
+  epoch: bigint;
+  position: bigint;
+}
+
+export type SubEvent = MessageEvent | GapEvent | EpochEvent;
+
+/** The values of the latest SUBSCRIBED. */
+export interface SubInfo {
+  first: bigint;
+  earliest: bigint;
+  next: bigint;
+  epoch: bigint;
+}
+
+type Payload = Uint8Array | ArrayBuffer | string;
+
+interface Queued {
+  channel: Uint8Array;
+  payload: Uint8Array;
+  ack: boolean;
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+}
+
+interface Pending {
+  resolve(pos: bigint): void;
+  reject(e: unknown): void;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  settled: boolean;
+}
+
+type ReqEntry =
+  | { kind: "sub"; sub: Subscription; want: bigint; wireID: number }
+  | { kind: "unsub"; reply?: (err: Error | null) => void };
+
+const State = { OPEN: 0, DRAINING: 1, CLOSED: 2 } as const;
+
+function toBytes(p: Payload): Uint8Array {
+  if (typeof p === "string") return codec.utf8(p);
+  if (p instanceof Uint8Array) return p;
+  if (p instanceof ArrayBuffer) return new Uint8Array(p);
+  throw new InvalidOptionError("sluice: payload must be a string, Uint8Array or ArrayBuffer");
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("aborted", "AbortError");
+}
+
+/**
+ * Connects to the first reachable of urls (a list, or one string with
+ * comma-separated URLs, "ws://host:port/" or "wss://..."), performs the
+ * HELLO/WELCOME handshake and returns the Client. A refusal by the server
+ * rejects with a ServerError. Later losses are handled by reconnecting
+ * (unless reconnect is false), over the same list in turn.
+ */
+export async function connect(urls: string | string[], opts: ConnectOptions = {}): Promise<Client> {
+  const list = (Array.isArray(urls) ? urls : urls.split(","))
+    .map((u) => u.trim())
+    .filter((u, i, a) => u !== "" && a.indexOf(u) === i);
+  if (list.length === 0) throw new InvalidOptionError(`sluice: no URL in ${JSON.stringify(urls)}`);
+  const o = checkOptions(opts);
+  const WS = await resolveWebSocket(opts.WebSocket, o.maxBody + codec.HEADER_LEN);
+  const c = new Client(list, o, WS);
+  const errs: unknown[] = [];
+  for (let i = 0; i < list.length; i++) {
+    c.urlIdx = i;
+    try {
+      const s = await c.dial(list[i]);
+      c.install(s);
+      return c;
+    } catch (e) {
+      errs.push(e);
+    }
+  }
+  const only = errs.length === 1 ? errs[0] : null;
+  if (only instanceof SluiceError) throw only;
+  throw new DisconnectedError(
+    `could not connect to ${list.join(", ")}: ${errs.map((e) => (e instanceof Error ? e.message : String(e))).join("; ")}`,
+    errs.length === 1 ? errs[0] : new AggregateError(errs),
+  );
+}
+
+interface Opts {
+  token: Uint8Array;
+  name: string;
+  reconnect: boolean;
+  backoffMinMs: number;
+  backoffMaxMs: number;
+  maxPending: number;
+  connectTimeoutMs: number;
+  maxBody: number;
+  onState?: (ev: StateEvent) => void;
+  logger?: Logger;
+  random: () => number;
+}
+
+function checkOptions(o: ConnectOptions): Opts {
+  const token = o.token === undefined ? new Uint8Array(0) : toBytes(o.token);
+  if (token.length > codec.MAX_TOKEN_LEN) {
+    throw new InvalidOptionError(`sluice: token is ${token.length} bytes, at most ${codec.MAX_TOKEN_LEN}`);
+  }
+  const name = o.name ?? DEFAULT_NAME;
+  if (codec.utf8(name).length > codec.MAX_NAME_LEN) {
+    throw new InvalidOptionError(`sluice: name is longer than ${codec.MAX_NAME_LEN} bytes`);
+  }
+  const backoffMinMs = o.backoffMinMs ?? DEFAULT_BACKOFF_MIN_MS;
+  const backoffMaxMs = o.backoffMaxMs ?? Math.max(DEFAULT_BACKOFF_MAX_MS, backoffMinMs);
+  if (!(backoffMinMs > 0) || !(backoffMaxMs >= backoffMinMs)) {
+    throw new InvalidOptionError(`sluice: backoff min ${backoffMinMs} max ${backoffMaxMs}`);
+  }
+  const maxPending = o.maxPending ?? DEFAULT_MAX_PENDING;
+  if (!Number.isInteger(maxPending) || maxPending < 1) throw new InvalidOptionError(`sluice: maxPending ${maxPending} < 1`);
+  const connectTimeoutMs = o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  if (!(connectTimeoutMs > 0)) throw new InvalidOptionError(`sluice: connectTimeoutMs ${connectTimeoutMs}`);
+  const maxBody = o.maxBody ?? DEFAULT_MAX_BODY;
+  if (!(maxBody >= codec.MIN_MAX_BODY)) throw new InvalidOptionError(`sluice: maxBody ${maxBody} < ${codec.MIN_MAX_BODY}`);
+  return {
+    token,
+    name,
+    reconnect: o.reconnect ?? true,
+    backoffMinMs,
+    backoffMaxMs,
+    maxPending,
+    connectTimeoutMs,
+    maxBody,
+    onState: o.onState,
+    logger: o.logger,
+    random: o.random ?? Math.random,
+  };
+}
+
+/**
+ * A connection to Sluice. All methods may be called at any time; publishes
+ * and subscriptions issued while reconnecting wait for the next connection.
+ *
+ * Publishing: publish() resolves to the message's position once the server
+ * acknowledged it. Publishes are pipelined: call it many times without
+ * awaiting; at most maxPending await acknowledgement at once and later ones
+ * wait their turn, in call order. An acknowledged publish is never sent
+ * twice: if the connection is lost before its acknowledgement, it rejects
+ * with UnknownOutcomeError and the application decides whether to publish
+ * again. publishNoAck() asks for no acknowledgement (at most once).
+ *
+ * Reconnecting: after a lost connection or a GOAWAY, the client opens the
+ * next URL of its list after a backoff with full jitter and resumes every
+ * subscription from the position after the last event it delivered, with
+ * the epoch it saw: a missing range is a gap event, a changed epoch an
+ * epoch event, and duplicates are dropped. Two handshakes in a row refused
+ * as UNAUTHENTICATED end the reconnecting: the client closes with that
+ * ServerError.
+ */
+export class Client {
+  /** @internal */ urlIdx = 0;
+  private state: number = State.OPEN;
+  private cur: Session | null = null;
+  /** Sessions not yet dead: the current one, and one draining after GOAWAY. */
+  private readonly live = new Set<Session>();
+  private reqID = 0;
+  private nextWireID = 0;
+  private closeErr: Error | null = null;
+  private readonly subs = new Set<Subscription>();
+  private readonly queued: Queued[] = [];
+  private inflight = 0;
+  private drainTimer: ReturnType<typeof setTimeout> | null = null;
+  private reconnecting = false;
+  private backoffTimer: ReturnType<typeof setTimeout> | null = null;
+  private backoffWake: (() => void) | null = null;
+  private idleWaiters: Array<() => void> = [];
+  private readonly closedPromise: Promise<void>;
+  private resolveClosed!: () => void;
+
+  /** @internal */
+  constructor(
+    private readonly urls: string[],
+    /** @internal */ readonly opts: Opts,
+    private readonly WS: WebSocketConstructor,
+  ) {
+    this.closedPromise = new Promise((r) => (this.resolveClosed = r));
+  }
+
+  /** The parameters of the current connection's WELCOME; null while disconnected. */
+  get welcome(): codec.Welcome | null {
+    return this.cur?.welcome ?? null;
+  }
+
+  /** The URL of the current connection; null while disconnected. */
+  get url(): string | null {
+    return this.cur?.url ?? null;
+  }
+
+  /** Whether a connection is established now. */
+  get connected(): boolean {
+    return this.cur !== null;
+  }
+
+  /** Why the client closed, or null while it is open. */
+  get error(): Error | null {
+    return this.state === State.CLOSED ? this.closeErr : null;
+  }
+
+  /** Resolves when the client has closed for good. */
+  get closed(): Promise<void> {
+    return this.closedPromise;
+  }
+
+  /** @internal */
+  nextReq(): number {
+    this.reqID = (this.reqID + 1) >>> 0;
+    if (this.reqID === 0) this.reqID = 1;
+    return this.reqID;
+  }
+
+  private backoff(n: number): number {
+    let d = this.opts.backoffMinMs;
+    for (let i = 0; i < Math.min(n, 62) && d < this.opts.backoffMaxMs; i++) d *= 2;
+    d = Math.min(d, this.opts.backoffMaxMs);
+    return Math.floor(this.opts.random() * d) + 1;
+  }
+
+  private emit(ev: StateEvent) {
+    try {
+      this.opts.onState?.(ev);
+    } catch (e) {
+      this.opts.logger?.warn("sluice: onState callback threw", e);
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Connecting
+
+  /** @internal Opens url and performs the handshake; resolves to a live session. */
+  dial(url: string): Promise<Session> {
+    return new Promise<Session>((resolve, reject) => {
+      let ws: WebSocketLike;
+      try {
+        ws = new this.WS(url);
+      } catch (e) {
+        reject(new DisconnectedError(`cannot open ${url}: ${e instanceof Error ? e.message : e}`, e));
+        return;
+      }
+      ws.binaryType = "arraybuffer";
+      const helloID = this.nextReq();
+      let settled = false;
+      const finish = (err: Error | null, s?: Session) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+        if (err) {
+          try {
+            ws.close();
+          } catch {
+            /* already closing */
+          }
+          reject(err);
+        } else resolve(s!);
+      };
+      const timer = setTimeout(
+        () => finish(new DisconnectedError(`handshake with ${url} timed out after ${this.opts.connectTimeoutMs} ms`)),
+        this.opts.connectTimeoutMs,
+      );
+      ws.onopen = () => {
+        ws.send(
+          codec.encodeHello(helloID, {
+            minVersion: codec.VERSION_1,
+            maxVersion: codec.VERSION_1,
+            features: 0,
+            name: this.opts.name,
+            token: this.opts.token,
+          }),
+        );
+      };
+      ws.onerror = () => {
+        /* the close event follows with the details a browser gives */
+      };
+      ws.onclose = (ev) => finish(new DisconnectedError(`${url} closed during the handshake (code ${ev.code}${ev.reason ? ", " + ev.reason : ""})`));
+      ws.onmessage = (ev) => {
+        try {
+          const w = this.handshake(ev.data, helloID);
+          finish(null, new Session(this, ws, url, w));
+        } catch (e) {
+          finish(e as Error);
+        }
+      };
+    });
+  }
+
+  /** Checks the server's answer to HELLO: WELCOME, or an ERROR to throw. */
+  private handshake(data: unknown, helloID: number): codec.Welcome {
+    if (!(data instanceof ArrayBuffer)) throw new ProtocolError("a text message instead of WELCOME");
+    let f: codec.Frame;
+    try {
+      f = codec.decodeFrame(new Uint8Array(data), Math.min(HANDSHAKE_MAX_BODY, this.opts.maxBody));
+      if (f.header.type === codec.FrameType.ERROR) {
+        const e = codec.decodeError(f.header, f.body);
+        throw new ServerError("hello", e.code, e.retriable, e.text);
+      }
+      if (f.header.type !== codec.FrameType.WELCOME) {
+        throw new ProtocolError(`${codec.typeName(f.header.type)} instead of WELCOME`);
+      }
+      const w = codec.decodeWelcome(f.body);
+      if (f.header.id !== helloID) throw new ProtocolError(`WELCOME id ${f.header.id}, HELLO id ${helloID}`);
+      if (w.version !== codec.VERSION_1) throw new ProtocolError(`WELCOME chose version ${w.version}, offered 1..1`);
+      if (w.maxBody < codec.MIN_MAX_BODY) throw new ProtocolError(`WELCOME maxBody ${w.maxBody} < ${codec.MIN_MAX_BODY}`);
+      if (w.features !== 0) throw new ProtocolError(`WELCOME accepted features 0x${w.features.toString(16)} that were not offered`);
+      return w;
+    } catch (e) {
+      if (e instanceof codec.MalformedFrameError) throw new ProtocolError(e.message, e);
+      throw e;
+    }
+  }
+
+  /** @internal Makes s the current session and resubscribes everything on it. */
+  install(s: Session): boolean {
+    if (this.state === State.CLOSED) {
+      s.fail(new ClosedError());
+      return false;
+    }
+    this.cur = s;
+    this.live.add(s);
+    s.start();
+    this.opts.logger?.info("sluice: connected", s.url, s.welcome.serverName);
+    this.emit({ state: "connected", url: s.url, serverName: s.welcome.serverName });
+    for (const sub of this.subs) {
+      if (!sub.paused) this.sendSubscribe(s, sub);
+    }
+    this.pump();
+    return true;
+  }
+
+  /** @internal Called by a session that ended (at most once per session). */
+  sessionEnded(s: Session, err: Error) {
+    this.live.delete(s);
+    if (this.cur === s) this.cur = null;
+    if (this.state === State.CLOSED) return;
+    this.emit({ state: "disconnected", url: s.url, error: err });
+    if (!this.opts.reconnect) {
+      this.finish(new ClosedError(err));
+      return;
+    }
+    this.opts.logger?.warn("sluice: disconnected", s.url, err.message);
+    void this.reconnect(Date.now() - s.started >= HEALTHY_SESSION_MS);
+  }
+
+  /** @internal A session stops taking requests (GOAWAY): new ones wait for the next. */
+  detach(s: Session) {
+    if (this.cur === s) this.cur = null;
+  }
+
+  private attempt = 0;
+
+  private async reconnect(healthy: boolean) {
+    if (this.reconnecting) return;
+    this.reconnecting = true;
+    if (healthy) this.attempt = 0;
+    let refused = 0;
+    try {
+      while (this.state !== State.CLOSED) {
+        await new Promise<void>((r) => {
+          this.backoffWake = r;
+          this.backoffTimer = setTimeout(r, this.backoff(this.attempt));
+        });
+        this.backoffTimer = null;
+        this.backoffWake = null;
+        if (this.state === State.CLOSED) return;
+        this.attempt++;
+        this.urlIdx = (this.urlIdx + 1) % this.urls.length;
+        const url = this.urls[this.urlIdx];
+        let s: Session;
+        try {
+          s = await this.dial(url);
+        } catch (e) {
+          this.opts.logger?.warn("sluice: reconnect failed", url, this.attempt, (e as Error).message);
+          if (e instanceof ServerError && e.code === codec.CODE_UNAUTHENTICATED) {
+            if (++refused >= MAX_AUTH_REFUSALS) {
+              this.finish(new ClosedError(e));
+              return;
+            }
+          } else refused = 0;
+          continue;
+        }
+        this.install(s);
+        return;
+      }
+    } finally {
+      this.reconnecting = false;
+    }
+  }
+
+  /** Ends the client for good with cause. */
+  private finish(cause: Error) {
+    if (this.state !== State.CLOSED) {
+      this.state = State.CLOSED;
+      this.closeErr = cause;
+    }
+    if (this.backoffTimer) clearTimeout(this.backoffTimer);
+    this.backoffWake?.();
+    if (this.drainTimer) clearTimeout(this.drainTimer);
+    const err = this.closeErr!;
+    this.cur = null;
+    for (const s of [...this.live]) s.fail(err);
+    for (const q of this.queued.splice(0)) this.rejectQueued(q, err);
+    for (const sub of [...this.subs]) {
+      this.subs.delete(sub);
+      sub.terminate(err);
+    }
+    for (const w of this.idleWaiters.splice(0)) w();
+    this.emit({ state: "closed", error: err });
+    this.resolveClosed();
+  }
+
+  /**
+   * Closes at once: publishes awaiting their acknowledgement reject with
+   * UnknownOutcomeError, publishes not yet sent and later calls with
+   * ClosedError, and subscriptions end (iterators finish their queued
+   * events, then throw ClosedError). Idempotent.
+   */
+  close(): void {
+    if (this.state === State.CLOSED) return;
+    this.finish(new ClosedError());
+  }
+
+  /**
+   * Closes gracefully: new publishes and subscriptions fail with
+   * DrainingError; it waits until every publish already issued has its
+   * outcome, unsubscribes every subscription, then closes. With a signal
+   * that aborts first, it closes at once and rejects with its reason.
+   */
+  async drain(signal?: AbortSignal): Promise<void> {
+    if (this.state === State.CLOSED) throw this.closeErr ?? new ClosedError();
+    this.state = State.DRAINING;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (this.inflight === 0 && this.queued.length === 0) resolve();
+          else this.idleWaiters.push(check);
+        };
+        signal?.addEventListener("abort", () => reject(abortReason(signal)), { once: true });
+        check();
+      });
+      if (this.state === State.CLOSED) throw this.closeErr;
+      await Promise.all([...this.subs].map((s) => s.unsubscribe(signal)));
+    } finally {
+      this.close();
+    }
+  }
+
+  private usable() {
+    if (this.state === State.DRAINING) throw new DrainingError();
+    if (this.state === State.CLOSED) throw this.closeErr ?? new ClosedError();
+  }
+
+  // -------------------------------------------------------------------------
+  // Publishing
+
+  /**
+   * Publishes payload (bytes, or a string sent as UTF-8) to channel and
+   * resolves to its position once the server acknowledged it. Rejects with
+   * InvalidChannelError or PayloadTooLargeError (nothing sent), ServerError
+   * (refused), ClosedError / DrainingError (nothing sent), or
+   * UnknownOutcomeError (sent, but the acknowledgement was lost: the
+   * message may or may not be stored; it is not sent again).
+   */
+  publish(channel: string, payload: Payload, opts: PublishOptions = {}): Promise<bigint> {
+    return this.enqueue(channel, payload, true, opts.signal) as Promise<bigint>;
+  }
+
+  /**
+   * Publishes without asking for an acknowledgement (at most once): it
+   * resolves once the frame was handed to the WebSocket, and no error tells
+   * of a message lost with the connection or refused by the server. While
+   * 1 MiB or more waits in the socket, it waits for it to drain, so a
+   * publisher faster than the network is slowed down, not buffered without
+   * bound.
+   */
+  publishNoAck(channel: string, payload: Payload, opts: PublishOptions = {}): Promise<void> {
+    return this.enqueue(channel, payload, false, opts.signal) as Promise<void>;
+  }
+
+  private enqueue(channel: string, payload: Payload, ack: boolean, signal?: AbortSignal): Promise<unknown> {
+    let ch: Uint8Array, pl: Uint8Array;
+    try {
+      ch = codec.validChannel(channel);
+      pl = toBytes(payload);
+      this.usable();
+      if (signal?.aborted) throw abortReason(signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise((resolve, reject) => {
+      const entry: Queued = { channel: ch, payload: pl, ack, resolve, reject, signal };
+      if (signal) {
+        entry.onAbort = () => {
+          const i = this.queued.indexOf(entry);
+          if (i >= 0) {
+            // Not sent yet: it never will be.
+            this.queued.splice(i, 1);
+            entry.reject(abortReason(signal));
+            this.notifyIdle();
+          }
+        };
+        signal.addEventListener("abort", entry.onAbort, { once: true });
+      }
+      this.queued.push(entry);
+      this.pump();
+    });
+  }
+
+  private rejectQueued(q: Queued, err: unknown) {
+    if (q.signal && q.onAbort) q.signal.removeEventListener("abort", q.onAbort);
+    q.reject(err);
+  }
+
+  /** Sends queued publishes, in order, while the window and the socket allow. */
+  private pump() {
+    while (this.queued.length > 0) {
+      const s = this.cur;
+      if (!s || s.dead || s.goaway) return;
+      const q = this.queued[0];
+      if (q.ack && this.inflight >= this.opts.maxPending) return;
+      if (!q.ack && s.bufferedAmount() >= NOACK_QUEUE_LIMIT) {
+        if (!this.drainTimer) {
+          this.drainTimer = setTimeout(() => {
+            this.drainTimer = null;
+            this.pump();
+          }, DRAIN_POLL_MS);
+        }
+        return;
+      }
+      this.queued.shift();
+      if (q.signal && q.onAbort) q.signal.removeEventListener("abort", q.onAbort);
+      if (q.payload.length > s.welcome.maxPayload) {
+        q.reject(new PayloadTooLargeError(`sluice: payload of ${q.payload.length} bytes, server max ${s.welcome.maxPayload}`));
+        continue;
+      }
+      if (q.ack) {
+        this.inflight++;
+        s.sendPublish(q.channel, q.payload, {
+          resolve: q.resolve as (pos: bigint) => void,
+          reject: q.reject,
+          signal: q.signal,
+          settled: false,
+        });
+      } else {
+        s.send(codec.encodePublish(this.nextReq(), 0, q.channel, q.payload));
+        q.resolve(undefined);
+      }
+    }
+    this.notifyIdle();
+  }
+
+  /** @internal A publish got its outcome: its window slot is free. */
+  released() {
+    this.inflight--;
+    this.pump();
+    this.notifyIdle();
+  }
+
+  private notifyIdle() {
+    if (this.idleWaiters.length === 0 || this.inflight !== 0 || this.queued.length !== 0) return;
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  // -------------------------------------------------------------------------
+  // Subscribing
+
+  /**
+   * Subscribes to channel and resolves once the server confirmed it. If the
+   * connection drops before the answer, the SUBSCRIBE is sent again after
+   * reconnecting. Read the events with `for await (const ev of sub)` or
+   * pass onEvent. A refusal rejects with ServerError; InvalidChannelError,
+   * InvalidOptionError, DrainingError and ClosedError mean nothing was sent.
+   */
+  async subscribe(channel: string, opts: SubscribeOptions = {}): Promise<Subscription> {
+    codec.validChannel(channel);
+    const [kind, arg] = startOf(opts.start ?? "live");
+    const buffer = opts.buffer ?? DEFAULT_SUB_BUFFER;
+    if (!Number.isInteger(buffer) || buffer < 1) throw new InvalidOptionError(`sluice: buffer ${buffer} < 1`);
+    this.usable();
+    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd);
+    this.subs.add(sub);
+    if (this.cur) this.sendSubscribe(this.cur, sub);
+    // Otherwise install() sends it once connected.
+    const signal = opts.signal;
+    let onAbort: (() => void) | undefined;
+    try {
+      await Promise.race([
+        sub.ready,
+        new Promise<never>((_, reject) => {
+          if (!signal) return;
+          onAbort = () => reject(abortReason(signal));
+          if (signal.aborted) onAbort();
+          else signal.addEventListener("abort", onAbort, { once: true });
+        }),
+      ]);
+    } catch (e) {
+      void sub.unsubscribe();
+      throw e;
+    } finally {
+      if (onAbort) signal!.removeEventListener("abort", onAbort);
+    }
+    if (sub.error && !(sub.error instanceof UnsubscribedError)) throw sub.error;
+    return sub;
+  }
+
+  /** @internal Sends sub's SUBSCRIBE on s under a fresh wire id. */
+  sendSubscribe(s: Session, sub: Subscription) {
+    let kind = sub.startKind;
+    let arg = sub.startArg;
+    if (sub.cursor !== 0n) {
+      kind = codec.StartKind.POSITION;
+      arg = sub.cursor;
+    }
+    const want = kind === codec.StartKind.POSITION ? arg : 0n;
+    let wireID: number;
+    do {
+      this.nextWireID = (this.nextWireID + 1) >>> 0;
+      wireID = this.nextWireID;
+    } while (wireID === 0 || s.subs.has(wireID));
+    if (sub.wireID !== 0 && sub.sess) sub.sess.subs.delete(sub.wireID);
+    sub.wireID = wireID;
+    sub.sess = s;
+    const id = this.nextReq();
+    s.control(id, { kind: "sub", sub, want, wireID }, codec.encodeSubscribe(id, {
+      subID: wireID,
+      start: kind,
+      arg,
+      epoch: sub.epoch,
+      channel: sub.channel,
+    }));
+    s.subs.set(wireID, sub);
+  }
+
+  /** @internal */
+  current(): Session | null {
+    return this.cur;
+  }
+
+  /** @internal */
+  forget(sub: Subscription) {
+    this.subs.delete(sub);
+  }
+
+  /** @internal */
+  has(sub: Subscription): boolean {
+    return this.subs.has(sub);
+  }
+
+  /** @internal */
+  retryDelay(): number {
+    return this.backoff(1);
+  }
+}
+
+function startOf(s: Start): [number, bigint] {
+  if (s === "live") return [codec.StartKind.LIVE, 0n];
+  if (s === "earliest") return [codec.StartKind.EARLIEST, 0n];
+  if (typeof s === "object" && s !== null) {
+    if ("position" in s) {
+      const p = BigInt(s.position);
+      if (p <= 0n) throw new InvalidOptionError("sluice: position must be >= 1 (positions start at 1)");
+      return [codec.StartKind.POSITION, p];
+    }
+    if ("last" in s) {
+      const n = BigInt(s.last);
+      if (n < 0n) throw new InvalidOptionError("sluice: last must be >= 0");
+      return [codec.StartKind.LAST, n];
+    }
+    if ("sinceMs" in s) {
+      if (!(s.sinceMs >= 0)) throw new InvalidOptionError("sluice: sinceMs must be >= 0");
+      return [codec.StartKind.SINCE, BigInt(Math.floor(s.sinceMs))];
+    }
+  }
+  throw new InvalidOptionError(`sluice: invalid start ${JSON.stringify(s, (_, v) => (typeof v === "bigint" ? String(v) : v))}`);
+}
+
+/**
+ * One WebSocket's lifetime: the requests awaiting an answer and the routing
+ * of DATA and GAP. A session never comes back to life: after fail() the
+ * client makes a new one.
+ */
+/** @internal */
+export class Session {
+  dead = false;
+  goaway = false;
+  readonly started = Date.now();
+  readonly pending = new Map<number, Pending>();
+  readonly reqs = new Map<number, ReqEntry>();
+  readonly subs = new Map<number, Subscription>();
+  private readonly maxBody: number;
+  private pingsOut = 0;
+  private pingTimer: ReturnType<typeof setInterval> | null = null;
+  private goawayTimer: ReturnType<typeof setTimeout> | null = null;
+  private readonly unsubWaiters = new Set<(err: Error | null) => void>();
+
+  constructor(
+    readonly c: Client,
+    readonly ws: WebSocketLike,
+    readonly url: string,
+    readonly welcome: codec.Welcome,
+  ) {
+    this.maxBody = Math.min(welcome.maxBody, c.opts.maxBody);
+  }
+
+  /** Takes over the socket's events and starts pinging. */
+  start() {
+    this.ws.onmessage = (ev) => {
+      if (this.dead) return;
+      try {
+        if (!(ev.data instanceof ArrayBuffer)) throw new ProtocolError("a text message (protocol frames travel as binary messages)");
+        const f = codec.decodeFrame(new Uint8Array(ev.data), this.maxBody);
+        this.dispatch(f.header, f.body);
+      } catch (e) {
+        this.fail(e instanceof codec.MalformedFrameError ? new ProtocolError(e.message, e) : (e as Error));
+      }
+    };
+    this.ws.onclose = (ev) =>
+      this.fail(new DisconnectedError(`server closed the connection (code ${ev.code}${ev.reason ? ", " + ev.reason : ""})`));
+    this.ws.onerror = () => {
+      /* the close event follows */
+    };
+    const pi = this.welcome.pingIntervalMs;
+    if (pi > 0) {
+      this.pingTimer = setInterval(() => {
+        if (this.pingsOut >= 2) {
+          this.fail(new DisconnectedError(`ping timeout after ${2 * pi} ms`));
+          return;
+        }
+        this.pingsOut++;
+        this.send(codec.encodePing(0));
+      }, pi);
+    }
+  }
+
+  bufferedAmount(): number {
+    return this.ws.bufferedAmount;
+  }
+
+  send(frame: Uint8Array) {
+    if (this.dead) return;
+    try {
+      this.ws.send(frame);
+    } catch (e) {
+      this.fail(new DisconnectedError(`write: ${e instanceof Error ? e.message : e}`, e));
+    }
+  }
+
+  sendPublish(channel: Uint8Array, payload: Uint8Array, pe: Pending) {
+    const id = this.c.nextReq();
+    this.pending.set(id, pe);
+    if (pe.signal) {
+      pe.onAbort = () => this.settle(pe, null, new UnknownOutcomeError(abortReason(pe.signal!)), false);
+      pe.signal.addEventListener("abort", pe.onAbort, { once: true });
+    }
+    this.send(codec.encodePublish(id, codec.FLAG_ACK, channel, payload));
+  }
+
+  /**
+   * Reports a publish's outcome to its caller (once) and, when the server
+   * answered (or the session died), frees its window slot. An aborted wait
+   * settles the caller early but keeps the slot until the answer.
+   */
+  private settle(pe: Pending, pos: bigint | null, err: Error | null, answered: boolean) {
+    if (!pe.settled) {
+      pe.settled = true;
+      if (pe.signal && pe.onAbort) pe.signal.removeEventListener("abort", pe.onAbort);
+      if (err) pe.reject(err);
+      else pe.resolve(pos!);
+    }
+    if (answered) this.c.released();
+  }
+
+  control(id: number, e: ReqEntry, frame: Uint8Array) {
+    this.reqs.set(id, e);
+    this.send(frame);
+  }
+
+  /** Waits for an UNSUBSCRIBE's answer, or the session's end (which counts as done). */
+  unsubscribe(wireID: number): Promise<Error | null> {
+    return new Promise((resolve) => {
+      if (this.dead) return resolve(null);
+      const id = this.c.nextReq();
+      const reply = (err: Error | null) => {
+        this.unsubWaiters.delete(reply);
+        resolve(err);
+      };
+      this.unsubWaiters.add(reply);
+      this.subs.delete(wireID);
+      this.control(id, { kind: "unsub", reply }, codec.encodeUnsubscribe(id, wireID));
+    });
+  }
+
+  /**
+   * Ends the session (the first call wins): the socket closes, every
+   * publish awaiting its acknowledgement rejects with UnknownOutcomeError,
+   * and the client reconnects or closes.
+   */
+  fail(err: Error) {
+    if (this.dead) return;
+    this.dead = true;
+    if (this.pingTimer) clearInterval(this.pingTimer);
+    if (this.goawayTimer) clearTimeout(this.goawayTimer);
+    this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;
+    try {
+      this.ws.close();
+    } catch {
+      /* already closed */
+    }
+    const pend = [...this.pending.values()];
+    this.pending.clear();
+    this.reqs.clear();
+    this.subs.clear();
+    for (const w of [...this.unsubWaiters]) w(null);
+    const uerr = new UnknownOutcomeError(err);
+    for (const pe of pend) this.settle(pe, null, uerr, true);
+    this.c.sessionEnded(this, err);
+  }
+
+  private dispatch(h: codec.Header, body: Uint8Array) {
+    switch (h.type) {
+      case codec.FrameType.PUBACK:
+        for (const a of codec.decodePubAck(body)) {
+          const pe = this.pending.get(a.id);
+          if (pe) {
+            // An ack for an unknown id (e.g. one already failed) is ignored.
+            this.pending.delete(a.id);
+            this.settle(pe, a.position, null, true);
+          }
+        }
+        return;
+      case codec.FrameType.DATA: {
+        const d = codec.decodeData(body);
+        if (d.first === 0n || d.first + BigInt(d.payloads.length) > (1n << 64n) - 1n) {
+          throw new ProtocolError(`DATA positions ${d.first}+${d.payloads.length} out of range`);
+        }
+        this.subs.get(h.id)?.onData(this, d.first, d.payloads);
+        return;
+      }
+      case codec.FrameType.GAP: {
+        const g = codec.decodeGap(body);
+        if (g.from === 0n || g.to === (1n << 64n) - 1n) throw new ProtocolError(`GAP ${g.from}-${g.to} out of range`);
+        this.subs.get(h.id)?.onGap(this, g);
+        return;
+      }
+      case codec.FrameType.SUBSCRIBED: {
+        const info = codec.decodeSubscribed(body);
+        const e = this.reqs.get(h.id);
+        if (!e) return; // the answer to a SUBSCRIBE abandoned meanwhile
+        this.reqs.delete(h.id);
+        if (e.kind !== "sub") throw new ProtocolError(`SUBSCRIBED answers request ${h.id}, which was no SUBSCRIBE`);
+        if (info.subID !== e.wireID) throw new ProtocolError(`SUBSCRIBED for sub ${info.subID} answers SUBSCRIBE of sub ${e.wireID}`);
+        if (this.subs.get(e.wireID) === e.sub) e.sub.onSubscribed(this, e.want, info);
+        return;
+      }
+      case codec.FrameType.UNSUBSCRIBED: {
+        const subID = codec.decodeUnsubscribed(body);
+        if (h.id === 0) {
+          // The server ended the subscription: its permission was revoked (PROTOCOL.md 2.7).
+          const sub = this.subs.get(subID);
+          this.subs.delete(subID);
+          sub?.end(new ServerError("subscribe", codec.CODE_FORBIDDEN, false, "the server ended the subscription: permission revoked"));
+          return;
+        }
+        const e = this.reqs.get(h.id);
+        this.reqs.delete(h.id);
+        if (e?.kind === "unsub") e.reply?.(null);
+        return;
+      }
+      case codec.FrameType.PING:
+        codec.decodePing(body);
+        this.send(codec.encodePong(h.id));
+        return;
+      case codec.FrameType.PONG:
+        codec.decodePong(body);
+        this.pingsOut = 0;
+        return;
+      case codec.FrameType.ERROR:
+        this.onError(h.id, codec.decodeError(h, body));
+        return;
+      case codec.FrameType.GOAWAY: {
+        const g = codec.decodeGoAway(body);
+        this.c.opts.logger?.info("sluice: server going away", this.url, codec.codeName(g.code), g.text);
+        this.goaway = true;
+        this.c.detach(this);
+        const cause = new ServerError("goaway", g.code, true, g.text);
+        this.goawayTimer = setTimeout(() => this.fail(new DisconnectedError(cause.message, cause)), GOAWAY_GRACE_MS);
+        return;
+      }
+      default:
+        throw new ProtocolError(`unexpected ${codec.typeName(h.type)} frame from server`);
+    }
+  }
+
+  /** Routes an ERROR to the request it answers; id 0 or a fatal code ends the session. */
+  private onError(id: number, e: codec.ErrorFrame) {
+    const fatal = codec.codeFatal(e.code);
+    if (id === 0) throw new ServerError("connection", e.code, e.retriable, e.text);
+    const pe = this.pending.get(id);
+    const re = this.reqs.get(id);
+    if (pe) {
+      this.pending.delete(id);
+      this.settle(pe, null, new ServerError("publish", e.code, e.retriable, e.text), true);
+    } else if (re) {
+      this.reqs.delete(id);
+      if (re.kind === "unsub") {
+        // Already gone: the goal of UNSUBSCRIBE is met.
+        re.reply?.(e.code === codec.CODE_UNKNOWN_SUBSCRIPTION ? null : new ServerError("unsubscribe", e.code, e.retriable, e.text));
+      } else if (this.subs.get(re.wireID) === re.sub) {
+        this.subs.delete(re.wireID);
+        re.sub.onSubscribeError(this, new ServerError("subscribe", e.code, e.retriable, e.text));
+      }
+    } else if (!fatal) {
+      this.c.opts.logger?.warn("sluice: server error for unknown request", id, codec.codeName(e.code), e.text);
+    }
+    if (fatal) throw new ServerError("connection", e.code, e.retriable, e.text);
+  }
+}
+
+/**
+ * A live subscription to one channel. Its events come in position order,
+ * either to the onEvent callback or through async iteration
+ * (`for await (const ev of sub)`, or `await sub.next()`); iteration ends
+ * after unsubscribe() and throws the error that ended the subscription
+ * otherwise (after the events queued before it).
+ */
+export class Subscription implements AsyncIterable<SubEvent> {
+  /** @internal */ wireID = 0;
+  /** @internal */ sess: Session | null = null;
+  /** @internal */ cursor = 0n; // next position expected; 0 before the first SUBSCRIBED
+  /** @internal */ epoch = 0n; // epoch of the last SUBSCRIBED; 0 = unknown
+  /** @internal */ paused = false;
+  private subscribed = false;
+  private _info: SubInfo | null = null;
+  private _error: Error | null = null;
+  private readonly queue: SubEvent[] = [];
+  private head = 0;
+  private waiter: { resolve(r: IteratorResult<SubEvent>): void; reject(e: unknown): void } | null = null;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  /** @internal */ readonly ready: Promise<void>;
+  private resolveReady!: () => void;
+
+  /** @internal */
+  constructor(
+    private readonly c: Client,
+    readonly channel: string,
+    /** @internal */ readonly startKind: number,
+    /** @internal */ readonly startArg: bigint,
+    private readonly buffer: number,
+    private readonly onEvent?: (ev: SubEvent) => void,
+    private readonly onEnd?: (err: Error) => void,
+  ) {
+    this.ready = new Promise((r) => (this.resolveReady = r));
+  }
+
+  /** The values of the latest SUBSCRIBED (updated on every resume). */
+  get info(): SubInfo | null {
+    return this._info;
+  }
+
+  /** Why the subscription ended, or null while it is live. */
+  get error(): Error | null {
+    return this._error;
+  }
+
+  /** The position the next message should have (0n before the first SUBSCRIBED). */
+  get nextPosition(): bigint {
+    return this.cursor;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<SubEvent> {
+    return {
+      next: () => this.next(),
+      return: async () => {
+        await this.unsubscribe();
+        return { done: true, value: undefined };
+      },
+    };
+  }
+
+  /** The next event; done after unsubscribe(); rejects with the error that ended it otherwise. */
+  next(): Promise<IteratorResult<SubEvent>> {
+    if (this.onEvent) return Promise.reject(new InvalidOptionError("sluice: this subscription delivers to onEvent"));
+    if (this.head < this.queue.length) {
+      const ev = this.queue[this.head++];
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue.splice(0, this.head);
+        this.head = 0;
+      }
+      this.maybeResume();
+      return Promise.resolve({ done: false, value: ev });
+    }
+    if (this._error) {
+      if (this._error instanceof UnsubscribedError) return Promise.resolve({ done: true, value: undefined });
+      return Promise.reject(this._error);
+    }
+    if (this.waiter) return Promise.reject(new InvalidOptionError("sluice: next() called again before the previous one resolved"));
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  }
+
+  private queued(): number {
+    return this.queue.length - this.head;
+  }
+
+  /** A paused subscription resubscribes once half its queue was consumed. */
+  private maybeResume() {
+    if (!this.paused || this._error || this.queued() > this.buffer / 2) return;
+    this.paused = false;
+    const s = this.c.current();
+    if (s) this.c.sendSubscribe(s, this);
+    // Otherwise install() resubscribes it.
+  }
+
+  /**
+   * Ends the subscription: no event is delivered after it returns (events
+   * already queued stay readable), it is not resumed, and it waits for the
+   * server's UNSUBSCRIBED (a lost connection counts as done). Idempotent.
+   */
+  async unsubscribe(signal?: AbortSignal): Promise<void> {
+    if (!this.c.has(this)) return;
+    this.c.forget(this);
+    this.terminate(new UnsubscribedError());
+    const s = this.sess;
+    if (!s || s.dead || this.c.current() !== s || !s.subs.has(this.wireID)) return;
+    const p = s.unsubscribe(this.wireID);
+    const err = await (signal
+      ? Promise.race([
+          p,
+          new Promise<Error>((resolve) => {
+            if (signal.aborted) resolve(abortReason(signal) as Error);
+            signal.addEventListener("abort", () => resolve(abortReason(signal) as Error), { once: true });
+          }),
+        ])
+      : p);
+    if (err) throw err;
+  }
+
+  /** @internal Ends with err (the first call wins): delivery stops, waiters learn. */
+  terminate(err: Error) {
+    if (this._error) return;
+    this._error = err;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.resolveReady();
+    const w = this.waiter;
+    this.waiter = null;
+    if (w) {
+      if (err instanceof UnsubscribedError) w.resolve({ done: true, value: undefined });
+      else w.reject(err);
+    }
+    try {
+      this.onEnd?.(err);
+    } catch (e) {
+      this.c.opts.logger?.warn("sluice: onEnd callback threw", e);
+    }
+  }
+
+  /** @internal Removes the subscription from its client, so no reconnect resumes it, and ends it. */
+  end(err: Error) {
+    this.c.forget(this);
+    this.terminate(err);
+  }
+
+  /**
+   * Hands ev to the application; false if it was not taken (the
+   * subscription ended or is paused), in which case the cursor stays and a
+   * resume asks for it again.
+   */
+  private deliver(ev: SubEvent): boolean {
+    if (this._error || this.paused) return false;
+    if (this.onEvent) {
+      try {
+        this.onEvent(ev);
+      } catch (e) {
+        this.c.opts.logger?.warn("sluice: onEvent callback threw", e);
+      }
+      return true;
+    }
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = null;
+      w.resolve({ done: false, value: ev });
+      return true;
+    }
+    if (this.queued() >= this.buffer) {
+      this.pause();
+      return false;
+    }
+    this.queue.push(ev);
+    return true;
+  }
+
+  /** Stops the server's flow for this subscription until the queue drains. */
+  private pause() {
+    this.paused = true;
+    const s = this.sess;
+    if (s && !s.dead && s.subs.get(this.wireID) === this) void s.unsubscribe(this.wireID);
+  }
+
+  // The methods below run on a message of session s.
+
+  /** @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed). */
+  onSubscribed(_s: Session, want: bigint, info: codec.Subscribed) {
+    this._info = { first: info.first, earliest: info.earliest, next: info.next, epoch: info.epoch };
+    const prevEpoch = this.epoch;
+    this.subscribed = true;
+    this.resolveReady();
+    if (prevEpoch !== 0n && info.epoch !== prevEpoch) {
+      if (!this.deliver({ kind: "epoch", channel: this.channel, epoch: info.epoch, position: info.first })) return;
+      this.epoch = info.epoch;
+      let cur = this.cursor;
+      if (cur === 0n || info.first < cur) {
+        // The new incarnation numbers from below what was delivered: start over at its first.
+        this.cursor = cur = info.first;
+      }
+      if (info.first > cur) {
+        // Positions continue across incarnations: what lies between was lost with the old one.
+        this.emitGap({ from: cur, to: info.first - 1n, reason: codec.GapReason.LOST });
+      }
+      return;
+    }
+    this.epoch = info.epoch;
+    if (want !== 0n && info.first > want) {
+      if (this.cursor === 0n) this.cursor = want;
+      // The server starts later than asked: the range before first is gone.
+      this.emitGap({ from: want, to: info.first - 1n, reason: codec.GapReason.EXPIRED });
+      return;
+    }
+    if (this.cursor === 0n) this.cursor = info.first > want ? info.first : want;
+  }
+
+  /** @internal A refused SUBSCRIBE: a first one fails subscribe(); a resume is retried if retriable. */
+  onSubscribeError(s: Session, err: ServerError) {
+    if (this.subscribed && err.retriable) {
+      const d = this.c.retryDelay();
+      this.c.opts.logger?.warn("sluice: resubscribe refused, retrying", this.channel, d, err.message);
+      this.retryTimer = setTimeout(() => {
+        this.retryTimer = null;
+        if (this.c.has(this) && this.c.current() === s && !this.paused) this.c.sendSubscribe(s, this);
+      }, d);
+      return;
+    }
+    this.end(err);
+  }
+
+  /** @internal Delivers a DATA frame's messages; duplicates dropped, a hole before first is a gap (lost). */
+  onData(_s: Session, first: bigint, payloads: Uint8Array[]) {
+    let pos = first;
+    for (const p of payloads) {
+      const cur = this.cursor;
+      if (cur !== 0n && pos < cur) {
+        pos++;
+        continue; // a duplicate of a delivered position
+      }
+      if (cur !== 0n && pos > cur) {
+        if (!this.emitGap({ from: cur, to: pos - 1n, reason: codec.GapReason.LOST })) return;
+      }
+      // Copy: the payload belongs to the application, not to the frame's buffer.
+      if (!this.deliver({ kind: "message", channel: this.channel, position: pos, payload: p.slice() })) return;
+      this.cursor = pos + 1n;
+      pos++;
+    }
+  }
+
+  /** @internal Delivers a GAP, trimmed to the positions not yet delivered. */
+  onGap(_s: Session, g: codec.Gap) {
+    const cur = this.cursor;
+    if (cur !== 0n) {
+      if (g.to < cur) return;
+      if (g.from > cur) {
+        if (!this.emitGap({ from: cur, to: g.from - 1n, reason: codec.GapReason.LOST })) return;
+      }
+      if (g.from < cur) g = { ...g, from: cur };
+    }
+    this.emitGap(g);
+  }
+
+  private emitGap(g: codec.Gap): boolean {
+    if (!this.deliver({ kind: "gap", channel: this.channel, from: g.from, to: g.to, reason: codec.gapReasonName(g.reason) })) {
+      return false;
+    }
+    this.cursor = g.to + 1n;
+    return true;
+  }
+}

@@ -1,0 +1,48 @@
+// The WebSocket the SDK uses: the subset of the browser's WebSocket API that
+// both browsers and the `ws` package of Node.js implement.
+
+/** What the SDK needs of a WebSocket object. */
+export interface WebSocketLike {
+  binaryType: string;
+  readonly bufferedAmount: number;
+  readonly readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+}
+
+/** A constructor such as the browser's WebSocket or the `ws` package's. */
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+/**
+ * Finds a WebSocket: the one given, else the global one (browsers, Deno,
+ * Node 22+), else the optional `ws` package (Node 20), whose incoming
+ * messages are then capped at maxMessage bytes before they are buffered.
+ */
+export async function resolveWebSocket(
+  given: WebSocketConstructor | undefined,
+  maxMessage: number,
+): Promise<WebSocketConstructor> {
+  if (given) return given;
+  const g = (globalThis as { WebSocket?: unknown }).WebSocket;
+  if (typeof g === "function") return g as WebSocketConstructor;
+  let mod: { WebSocket?: unknown; default?: unknown };
+  try {
+    const name = "ws"; // a variable, so that bundlers for browsers leave it alone
+    mod = await import(name);
+  } catch (e) {
+    throw new Error(
+      "sluice: no WebSocket in this environment: install the `ws` package or pass the WebSocket option",
+      { cause: e },
+    );
+  }
+  const WS = (mod.WebSocket ?? mod.default) as new (url: string, protocols: unknown, opts: unknown) => WebSocketLike;
+  return class extends (WS as unknown as new (...a: unknown[]) => object) {
+    constructor(url: string) {
+      super(url, [], { maxPayload: maxMessage });
+    }
+  } as unknown as WebSocketConstructor;
+}

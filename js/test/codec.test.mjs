@@ -1,0 +1,204 @@
+// The cross-language codec test: every golden vector of wire/testdata (the
+// bytes the Go package wire is checked against) must decode to the value
+// below and the value must encode to exactly those bytes. A golden file
+// without a case here fails the test, so a new frame cannot be forgotten.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import { codec } from "../dist/index.js";
+
+const testdata = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "wire", "testdata");
+
+/** Parses a golden file: hex pairs, white space ignored, '#' comments. */
+function readHex(name) {
+  const src = readFileSync(path.join(testdata, name + ".hex"), "utf8");
+  const digits = src
+    .split("\n")
+    .map((l) => l.split("#")[0].replace(/\s+/g, ""))
+    .join("");
+  assert.match(digits, /^([0-9a-f]{2})*$/i, `${name}.hex holds hex pairs`);
+  return Uint8Array.from(digits.match(/../g) ?? [], (h) => parseInt(h, 16));
+}
+
+const te = new TextEncoder();
+const b = (s) => te.encode(s);
+const EPOCH = 0x1122334455667788n;
+const welcome = {
+  version: 1,
+  features: 1,
+  maxPayload: 1 << 20,
+  maxBody: (1 << 20) + 256,
+  maxSubs: 1024,
+  limitMsgs: 5000,
+  limitSize: 2 << 20,
+  limitLifeMs: 4000,
+  ttlMs: 60000,
+  pingIntervalMs: 30000,
+  serverName: "node-a",
+  nodes: ["10.0.0.1:4222", "10.0.0.2:4222"],
+};
+
+// name -> [header {type, flags, id}, value, encode(), decode(header, body)]
+const cases = {
+  hello: [
+    { type: 0x01, flags: 0, id: 1 },
+    { minVersion: 1, maxVersion: 1, features: 0, name: "sdk-go", token: b("s3cret") },
+    (v) => codec.encodeHello(1, v),
+    (h, body) => codec.decodeHello(body),
+  ],
+  hello_empty: [
+    { type: 0x01, flags: 0, id: 9 },
+    { minVersion: 1, maxVersion: 3, features: 1, name: "", token: new Uint8Array(0) },
+    (v) => codec.encodeHello(9, v),
+    (h, body) => codec.decodeHello(body),
+  ],
+  welcome: [{ type: 0x02, flags: 0, id: 1 }, welcome, (v) => codec.encodeWelcome(1, v), (h, body) => codec.decodeWelcome(body)],
+  publish: [
+    { type: 0x03, flags: 1, id: 42 },
+    { channel: b("prices.eu"), payload: b("hello") },
+    (v) => codec.encodePublish(42, codec.FLAG_ACK, v.channel, v.payload),
+    (h, body) => codec.decodePublish(body),
+  ],
+  publish_empty: [
+    { type: 0x03, flags: 0, id: 43 },
+    { channel: b("x"), payload: new Uint8Array(0) },
+    (v) => codec.encodePublish(43, 0, "x", v.payload),
+    (h, body) => codec.decodePublish(body),
+  ],
+  puback: [
+    { type: 0x04, flags: 0, id: 0 },
+    [
+      { id: 42, position: 1000n },
+      { id: 44, position: 1001n },
+    ],
+    (v) => codec.encodePubAck(v),
+    (h, body) => codec.decodePubAck(body),
+  ],
+  subscribe: [
+    { type: 0x05, flags: 0, id: 5 },
+    { subID: 7, start: codec.StartKind.POSITION, arg: 1001n, epoch: EPOCH, channel: "prices.eu" },
+    (v) => codec.encodeSubscribe(5, v),
+    (h, body) => codec.decodeSubscribe(body),
+  ],
+  subscribed: [
+    { type: 0x06, flags: 0, id: 5 },
+    { subID: 7, first: 1001n, earliest: 900n, next: 1010n, epoch: EPOCH },
+    (v) => codec.encodeSubscribed(5, v),
+    (h, body) => codec.decodeSubscribed(body),
+  ],
+  unsubscribe: [{ type: 0x07, flags: 0, id: 6 }, 7, (v) => codec.encodeUnsubscribe(6, v), (h, body) => codec.decodeUnsubscribe(body)],
+  unsubscribed: [{ type: 0x0e, flags: 0, id: 6 }, 7, (v) => codec.encodeUnsubscribed(6, v), (h, body) => codec.decodeUnsubscribed(body)],
+  data: [
+    { type: 0x08, flags: 0, id: 7 },
+    { first: 1001n, payloads: [b("a"), b("bc"), new Uint8Array(0)] },
+    (v) => codec.encodeData(7, v.first, v.payloads),
+    (h, body) => codec.decodeData(body),
+  ],
+  gap: [
+    { type: 0x09, flags: 0, id: 7 },
+    { from: 901n, to: 1000n, reason: codec.GapReason.EXPIRED },
+    (v) => codec.encodeGap(7, v),
+    (h, body) => codec.decodeGap(body),
+  ],
+  ping: [{ type: 0x0a, flags: 0, id: 77 }, undefined, () => codec.encodePing(77), (h, body) => codec.decodePing(body)],
+  pong: [{ type: 0x0b, flags: 0, id: 77 }, undefined, () => codec.encodePong(77), (h, body) => codec.decodePong(body)],
+  error: [
+    { type: 0x0c, flags: 1, id: 42 },
+    { code: 17, retriable: true, text: "slow down" },
+    (v) => codec.encodeError(42, v),
+    (h, body) => codec.decodeError(h, body),
+  ],
+  goaway: [{ type: 0x0d, flags: 0, id: 0 }, { code: 15, text: "bye" }, (v) => codec.encodeGoAway(v), (h, body) => codec.decodeGoAway(body)],
+};
+
+/** Compares decoded values, viewing every Uint8Array as a plain array. */
+function plain(v) {
+  if (v instanceof Uint8Array) return Array.from(v);
+  if (Array.isArray(v)) return v.map(plain);
+  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
+  return v;
+}
+
+test("every golden vector has a case", () => {
+  const files = readdirSync(testdata)
+    .filter((f) => f.endsWith(".hex"))
+    .map((f) => f.slice(0, -4))
+    .sort();
+  assert.deepEqual(files, Object.keys(cases).sort());
+  const types = new Set(Object.values(cases).map(([h]) => h.type));
+  for (let t = 0x01; t <= 0x0e; t++) assert.ok(types.has(t), `a golden vector for ${codec.typeName(t)}`);
+});
+
+for (const [name, [hdr, value, encode, decode]] of Object.entries(cases)) {
+  test(`golden ${name}: encode gives the bytes, the bytes decode to the value`, () => {
+    const golden = readHex(name);
+    assert.deepEqual(Array.from(encode(value)), Array.from(golden), "encoded bytes");
+    const f = codec.decodeFrame(golden, 1 << 20);
+    assert.deepEqual({ type: f.header.type, flags: f.header.flags, id: f.header.id }, hdr);
+    assert.equal(f.header.len, golden.length - codec.HEADER_LEN);
+    assert.deepEqual(plain(decode(f.header, f.body)), plain(value));
+  });
+}
+
+// Malformed input: each is a frame v1 forbids, and must throw
+// MalformedFrameError naming the frame (never return a value, never crash).
+const hex = (s) => Uint8Array.from(s.replace(/\s+/g, "").match(/../g) ?? [], (h) => parseInt(h, 16));
+
+const malformed = [
+  ["short header", () => codec.decodeFrame(hex("00 00 00"), 8192), /shorter than a frame header/],
+  ["declared length over the limit", () => codec.decodeFrame(hex("00 10 00 00 08 00 00 00 00 07"), 8192), /exceeds the limit 8192/],
+  ["message shorter than declared", () => codec.decodeFrame(hex("00 00 00 05 0a 00 00 00 00 01 00"), 8192), /declared body length 5, the message carries 1/],
+  ["message longer than declared (two frames)", () => codec.decodeFrame(hex("00000000 0a 00 00000001 00000000 0b 00 00000001"), 8192), /carries 10/],
+  ["PUBACK count 0", () => codec.decodePubAck(hex("00 00")), /PUBACK: ack count 0/],
+  ["PUBACK count beyond body", () => codec.decodePubAck(hex("00 02 00 00 00 01 00 00 00 00 00 00 00 01")), /body length 14, want 26/],
+  ["DATA count 0", () => codec.decodeData(hex("0000000000000001 00000000")), /record count 0/],
+  ["DATA count past the bytes", () => codec.decodeData(hex("0000000000000001 ffffffff 00000000")), /cannot fit/],
+  ["DATA record overruns", () => codec.decodeData(hex("0000000000000001 00000001 00000005 6162")), /overruns the body/],
+  ["DATA trailing bytes", () => codec.decodeData(hex("0000000000000001 00000001 00000001 61 62")), /trailing bytes/],
+  ["DATA positions overflow", () => codec.decodeData(hex("ffffffffffffffff 00000002 00000000 00000000")), /overflow/],
+  ["GAP from > to", () => codec.decodeGap(hex("0000000000000009 0000000000000001 01")), /from 9 > to 1/],
+  ["GAP reason 0", () => codec.decodeGap(hex("0000000000000001 0000000000000001 00")), /reason 0 undefined/],
+  ["GAP trailing byte", () => codec.decodeGap(hex("0000000000000001 0000000000000001 01 00")), /trailing/],
+  ["GAP short", () => codec.decodeGap(hex("0000000000000001")), /to at offset 8 needs 8 bytes/],
+  ["SUBSCRIBED short", () => codec.decodeSubscribed(hex("00000007 0000000000000001")), /SUBSCRIBED: earliest/],
+  ["UNSUBSCRIBED long", () => codec.decodeUnsubscribed(hex("00000007 00")), /trailing/],
+  ["PING with a body", () => codec.decodePing(hex("00")), /PING: 1 trailing/],
+  ["PONG with a body", () => codec.decodePong(hex("00")), /PONG: 1 trailing/],
+  ["ERROR text overruns", () => codec.decodeError({ flags: 0 }, hex("0011 0009 73")), /text at offset 4 needs 9 bytes/],
+  ["ERROR trailing", () => codec.decodeError({ flags: 0 }, hex("0011 0000 00")), /trailing/],
+  ["GOAWAY short", () => codec.decodeGoAway(hex("00")), /code at offset 0 needs 2/],
+  ["WELCOME node count past the bytes", () => codec.decodeWelcome(Uint8Array.from([...new Uint8Array(36), 0, 0x00, 0xff])), /node list/],
+  ["WELCOME short", () => codec.decodeWelcome(hex("0001")), /features at offset 2/],
+  ["HELLO token too long", () => codec.decodeHello(hex("0001 0001 00000000 00 1001")), /token length 4097 exceeds 4096/],
+  ["SUBSCRIBE start kind 5", () => codec.decodeSubscribe(hex("00000001 05 0000000000000000 0000000000000000 01 78")), /start kind 5 undefined/],
+  ["SUBSCRIBE empty channel", () => codec.decodeSubscribe(hex("00000001 00 0000000000000000 0000000000000000 00")), /empty channel/],
+  ["PUBLISH empty channel", () => codec.decodePublish(hex("00 61")), /empty channel/],
+  ["PUBLISH channel past the body", () => codec.decodePublish(hex("05 61")), /channel length 5 exceeds body/],
+];
+
+for (const [name, fn, re] of malformed) {
+  test(`malformed: ${name}`, () => {
+    assert.throws(fn, (e) => e instanceof codec.MalformedFrameError && re.test(e.message), name);
+  });
+}
+
+test("WELCOME trailing bytes are ignored (room for v1.x fields)", () => {
+  const f = codec.encodeWelcome(1, welcome);
+  const longer = new Uint8Array(f.length + 3);
+  longer.set(f);
+  assert.deepEqual(codec.decodeWelcome(longer.subarray(10)), welcome);
+});
+
+test("channel names: the rules of PROTOCOL.md 4", () => {
+  for (const ok of ["a", "prices.eu", "κανάλι", "chat/*>", "x".repeat(255), "emoji😀"]) {
+    assert.doesNotThrow(() => codec.validChannel(ok), ok);
+  }
+  const bad = ["", "x".repeat(256), "a b", "a\tb", "a\u00a0b", "a\u3000b", "a\u2028b", "a\u0085b", "a\u007fb", "a\u0000", "\ud800"];
+  for (const name of bad) {
+    assert.throws(() => codec.validChannel(name), codec.InvalidChannelError, JSON.stringify(name));
+  }
+  assert.throws(() => codec.validChannel(Uint8Array.of(0x61, 0xff)), /invalid UTF-8/);
+  assert.throws(() => codec.validChannel("é".repeat(128)), /256 bytes/); // 2 bytes each
+});

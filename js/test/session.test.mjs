@@ -1,0 +1,445 @@
+// Session logic against a scripted in-memory server (fakenet.mjs): no
+// sockets. Each test is one behaviour of the SDK, mirroring the Go SDK's.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { connect, codec, UnknownOutcomeError, ServerError, ClosedError, ProtocolError } from "../dist/index.js";
+import { FakeNet } from "./fakenet.mjs";
+
+const T = codec.FrameType;
+const te = new TextEncoder();
+const td = new TextDecoder();
+const EPOCH = 77n;
+
+async function setup(opts = {}, urls = ["ws://a/"]) {
+  const net = new FakeNet();
+  const c = await connect(urls, { WebSocket: net.WebSocket, backoffMinMs: 1, backoffMaxMs: 5, ...opts });
+  const ws = await net.conn(0);
+  return { net, c, ws };
+}
+
+/** Answers a SUBSCRIBE with SUBSCRIBED. */
+function subscribed(net, ws, fr, first, { earliest = 1n, next = first, epoch = EPOCH } = {}) {
+  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first, earliest, next, epoch }));
+}
+
+function data(net, ws, subID, first, ...texts) {
+  net.push(ws, codec.encodeData(subID, first, texts.map((t) => te.encode(t))));
+}
+
+/** Reads n events from an async-iterated subscription, as plain summaries. */
+async function take(sub, n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const r = await sub.next();
+    assert.equal(r.done, false);
+    out.push(summary(r.value));
+  }
+  return out;
+}
+
+function summary(ev) {
+  switch (ev.kind) {
+    case "message":
+      return `msg ${ev.position} ${td.decode(ev.payload)}`;
+    case "gap":
+      return `gap ${ev.from}-${ev.to} ${ev.reason}`;
+    case "epoch":
+      return `epoch ${ev.epoch} at ${ev.position}`;
+  }
+}
+
+async function subscribeOn(net, c, ws, channel, opts, first) {
+  const p = c.subscribe(channel, opts);
+  const fr = await net.frame(ws, T.SUBSCRIBE);
+  subscribed(net, ws, fr, first);
+  return [await p, fr];
+}
+
+test("HELLO carries name and token; WELCOME is exposed", async () => {
+  const { c, ws } = await setup({ name: "web-1", token: "s3cret" });
+  assert.equal(ws.hello.name, "web-1");
+  assert.equal(td.decode(ws.hello.token), "s3cret");
+  assert.equal(ws.hello.minVersion, 1);
+  assert.equal(c.welcome.serverName, "fake");
+  c.close();
+});
+
+test("a refused handshake rejects connect with the ServerError", async () => {
+  const net = new FakeNet();
+  net.behaviour.set("ws://a/", { error: { code: codec.CODE_UNAUTHENTICATED, retriable: false, text: "no" } });
+  await assert.rejects(connect("ws://a/", { WebSocket: net.WebSocket }), (e) => e instanceof ServerError && e.codeName === "UNAUTHENTICATED");
+});
+
+test("connect tries the URLs in turn", async () => {
+  const net = new FakeNet();
+  net.behaviour.set("ws://a/", "refuse");
+  const c = await connect("ws://a/, ws://b/", { WebSocket: net.WebSocket });
+  assert.equal(c.url, "ws://b/");
+  c.close();
+});
+
+test("publish resolves to the position; publishes are pipelined and acked in one PUBACK", async () => {
+  const { net, c, ws } = await setup();
+  const ps = ["a", "b", "c"].map((m) => c.publish("ch", m));
+  const frs = [await net.frame(ws, T.PUBLISH), await net.frame(ws, T.PUBLISH), await net.frame(ws, T.PUBLISH)];
+  assert.deepEqual(frs.map((f) => f.v.text), ["a", "b", "c"]);
+  assert.ok(frs.every((f) => f.flags === codec.FLAG_ACK));
+  net.push(ws, codec.encodePubAck(frs.map((f, i) => ({ id: f.id, position: 10n + BigInt(i) }))));
+  assert.deepEqual(await Promise.all(ps), [10n, 11n, 12n]);
+  c.close();
+});
+
+test("at most maxPending publishes await their ack; the next waits for a slot", async () => {
+  const { net, c, ws } = await setup({ maxPending: 2 });
+  const ps = [c.publish("ch", "1"), c.publish("ch", "2"), c.publish("ch", "3")];
+  const f1 = await net.frame(ws, T.PUBLISH);
+  await net.frame(ws, T.PUBLISH);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(ws.inbox.filter((f) => f.type === T.PUBLISH).length, 0, "third held back");
+  net.push(ws, codec.encodePubAck([{ id: f1.id, position: 1n }]));
+  const f3 = await net.frame(ws, T.PUBLISH);
+  assert.equal(f3.v.text, "3");
+  assert.equal(await ps[0], 1n);
+  c.close();
+  await assert.rejects(ps[1], UnknownOutcomeError);
+  await assert.rejects(ps[2], UnknownOutcomeError);
+});
+
+test("a lost ack is an unknown outcome and the publish is never sent again", async () => {
+  const { net, c, ws } = await setup();
+  const p = c.publish("ch", "once");
+  await net.frame(ws, T.PUBLISH);
+  net.drop(ws);
+  await assert.rejects(p, (e) => e instanceof UnknownOutcomeError);
+  const ws2 = await net.conn(1);
+  const later = c.publish("ch", "after");
+  const f = await net.frame(ws2, T.PUBLISH);
+  assert.equal(f.v.text, "after", "the first frame on the new connection is the new publish, not a resend");
+  net.push(ws2, codec.encodePubAck([{ id: f.id, position: 2n }]));
+  assert.equal(await later, 2n);
+  c.close();
+});
+
+test("publishes issued while disconnected wait and go out on the next connection", async () => {
+  const { net, c, ws } = await setup();
+  net.drop(ws);
+  const p = c.publish("ch", "queued");
+  const ws2 = await net.conn(1);
+  const f = await net.frame(ws2, T.PUBLISH);
+  assert.equal(f.v.text, "queued");
+  net.push(ws2, codec.encodePubAck([{ id: f.id, position: 5n }]));
+  assert.equal(await p, 5n);
+  c.close();
+});
+
+test("an ERROR answering a publish rejects it with ServerError; the connection carries on", async () => {
+  const { net, c, ws } = await setup();
+  const p = c.publish("ch", "x");
+  const f = await net.frame(ws, T.PUBLISH);
+  net.push(ws, codec.encodeError(f.id, { code: 13, retriable: false, text: "ch" }));
+  await assert.rejects(p, (e) => e instanceof ServerError && e.codeName === "FORBIDDEN" && e.op === "publish");
+  assert.ok(c.connected);
+  c.close();
+});
+
+test("publishNoAck sends PUBLISH without the ACK flag", async () => {
+  const { net, c, ws } = await setup();
+  await c.publishNoAck("ch", te.encode("fire"));
+  const f = await net.frame(ws, T.PUBLISH);
+  assert.equal(f.flags, 0);
+  assert.equal(f.v.text, "fire");
+  c.close();
+});
+
+test("invalid channels and oversize payloads are refused before sending", async () => {
+  const { net, c, ws } = await setup();
+  net.welcome.maxPayload = 4;
+  await assert.rejects(c.publish("a b", "x"), codec.InvalidChannelError);
+  await assert.rejects(c.subscribe("", {}), codec.InvalidChannelError);
+  c.close();
+  // maxPayload is per connection: a new client sees 4.
+  const net2 = new FakeNet();
+  net2.welcome.maxPayload = 4;
+  const c2 = await connect("ws://a/", { WebSocket: net2.WebSocket });
+  await assert.rejects(c2.publish("ch", "12345"), /payload of 5 bytes, server max 4/);
+  c2.close();
+  void ws;
+});
+
+test("an aborted publish that was not sent is never sent; one aborted after sending is an unknown outcome", async () => {
+  const { net, c, ws } = await setup({ maxPending: 1 });
+  const first = new AbortController();
+  const p1 = c.publish("ch", "1", { signal: first.signal });
+  const f1 = await net.frame(ws, T.PUBLISH);
+  const second = new AbortController();
+  const p2 = c.publish("ch", "2", { signal: second.signal });
+  second.abort(new Error("changed my mind"));
+  await assert.rejects(p2, /changed my mind/);
+  first.abort();
+  await assert.rejects(p1, UnknownOutcomeError);
+  net.push(ws, codec.encodePubAck([{ id: f1.id, position: 1n }]));
+  const p3 = c.publish("ch", "3");
+  const f3 = await net.frame(ws, T.PUBLISH);
+  assert.equal(f3.v.text, "3", "publish 2 was never sent");
+  net.push(ws, codec.encodePubAck([{ id: f3.id, position: 2n }]));
+  assert.equal(await p3, 2n);
+  c.close();
+});
+
+test("start options map to SUBSCRIBE start kinds", async () => {
+  const { net, c, ws } = await setup();
+  const starts = [
+    ["live", codec.StartKind.LIVE, 0n],
+    ["earliest", codec.StartKind.EARLIEST, 0n],
+    [{ position: 42n }, codec.StartKind.POSITION, 42n],
+    [{ last: 10 }, codec.StartKind.LAST, 10n],
+    [{ sinceMs: 5000 }, codec.StartKind.SINCE, 5000n],
+  ];
+  for (const [start, kind, arg] of starts) {
+    const p = c.subscribe("ch", { start });
+    const f = await net.frame(ws, T.SUBSCRIBE);
+    assert.equal(f.v.start, kind);
+    assert.equal(f.v.arg, arg);
+    assert.equal(f.v.epoch, 0n);
+    subscribed(net, ws, f, 42n);
+    await p;
+  }
+  await assert.rejects(c.subscribe("ch", { start: { position: 0 } }), /position must be >= 1/);
+  c.close();
+});
+
+test("a first subscribe refused by the server rejects with ServerError", async () => {
+  const { net, c, ws } = await setup();
+  const p = c.subscribe("ch");
+  const f = await net.frame(ws, T.SUBSCRIBE);
+  net.push(ws, codec.encodeError(f.id, { code: 13, retriable: false, text: "ch" }));
+  await assert.rejects(p, (e) => e instanceof ServerError && e.codeName === "FORBIDDEN");
+  c.close();
+});
+
+test("messages come in order; duplicates are dropped; a hole is a lost gap; GAPs are trimmed", async () => {
+  const { net, c, ws } = await setup();
+  const [sub, fr] = await subscribeOn(net, c, ws, "ch", { start: "live" }, 5n);
+  const id = fr.v.subID;
+  data(net, ws, id, 5n, "e", "f");
+  data(net, ws, id, 6n, "f", "g"); // 6 again
+  data(net, ws, id, 9n, "i"); // 8 missing
+  net.push(ws, codec.encodeGap(id, { from: 8n, to: 11n, reason: codec.GapReason.EXPIRED })); // 8..9 already covered
+  data(net, ws, id, 12n, "l");
+  assert.deepEqual(await take(sub, 6), ["msg 5 e", "msg 6 f", "msg 7 g", "gap 8-8 lost", "msg 9 i", "gap 10-11 expired"]);
+  assert.deepEqual(await take(sub, 1), ["msg 12 l"]);
+  c.close();
+  await assert.rejects(sub.next(), ClosedError);
+});
+
+test("a resume after reconnecting starts at the last delivered + 1 with the epoch; a later first is an expired gap", async () => {
+  const { net, c, ws } = await setup();
+  const [sub, fr] = await subscribeOn(net, c, ws, "ch", { start: "earliest" }, 1n);
+  data(net, ws, fr.v.subID, 1n, "a", "b", "c");
+  assert.deepEqual(await take(sub, 3), ["msg 1 a", "msg 2 b", "msg 3 c"]);
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  const f2 = await net.frame(ws2, T.SUBSCRIBE);
+  assert.equal(f2.v.start, codec.StartKind.POSITION);
+  assert.equal(f2.v.arg, 4n);
+  assert.equal(f2.v.epoch, EPOCH);
+  subscribed(net, ws2, f2, 6n);
+  data(net, ws2, f2.v.subID, 6n, "f");
+  assert.deepEqual(await take(sub, 2), ["gap 4-5 expired", "msg 6 f"]);
+  c.close();
+});
+
+test("an epoch change on resume is reported, and numbering restarts when the new epoch is behind", async () => {
+  const { net, c, ws } = await setup();
+  const [sub, fr] = await subscribeOn(net, c, ws, "ch", {}, 10n);
+  data(net, ws, fr.v.subID, 10n, "j");
+  await take(sub, 1);
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  const f2 = await net.frame(ws2, T.SUBSCRIBE);
+  subscribed(net, ws2, f2, 1n, { epoch: 99n });
+  data(net, ws2, f2.v.subID, 1n, "new");
+  assert.deepEqual(await take(sub, 2), ["epoch 99 at 1", "msg 1 new"]);
+  net.drop(ws2);
+  const ws3 = await net.conn(2);
+  const f3 = await net.frame(ws3, T.SUBSCRIBE);
+  assert.equal(f3.v.arg, 2n);
+  assert.equal(f3.v.epoch, 99n);
+  subscribed(net, ws3, f3, 7n, { epoch: 100n }); // continues numbering: 2..6 lost with the old one
+  assert.deepEqual(await take(sub, 2), ["epoch 100 at 7", "gap 2-6 lost"]);
+  assert.equal(sub.info.epoch, 100n);
+  c.close();
+});
+
+test("callbacks: onEvent gets every event in order and onEnd the reason", async () => {
+  const { net, c, ws } = await setup();
+  const got = [];
+  let ended;
+  const p = c.subscribe("ch", { onEvent: (ev) => got.push(summary(ev)), onEnd: (e) => (ended = e) });
+  const f = await net.frame(ws, T.SUBSCRIBE);
+  subscribed(net, ws, f, 3n);
+  const sub = await p;
+  data(net, ws, f.v.subID, 3n, "c", "d");
+  net.push(ws, codec.encodeGap(f.v.subID, { from: 5n, to: 5n, reason: codec.GapReason.SLOW }));
+  assert.deepEqual(got, ["msg 3 c", "msg 4 d", "gap 5-5 slow"]);
+  const u = sub.unsubscribe();
+  const uf = await net.frame(ws, T.UNSUBSCRIBE);
+  net.push(ws, codec.encodeUnsubscribed(uf.id, uf.v));
+  await u;
+  assert.equal(ended.name, "UnsubscribedError");
+  c.close();
+});
+
+test("a slow iterator pauses the subscription and resumes it from the server's history", async () => {
+  const { net, c, ws } = await setup();
+  const [sub, fr] = await subscribeOn(net, c, ws, "ch", { buffer: 2 }, 1n);
+  data(net, ws, fr.v.subID, 1n, "a", "b", "c", "d");
+  // 1 and 2 fill the queue; 3 overflows: the client unsubscribes instead of buffering.
+  const un = await net.frame(ws, T.UNSUBSCRIBE);
+  assert.equal(un.v, fr.v.subID);
+  data(net, ws, fr.v.subID, 5n, "e"); // in flight before UNSUBSCRIBED: dropped
+  assert.deepEqual(await take(sub, 2), ["msg 1 a", "msg 2 b"]);
+  const again = await net.frame(ws, T.SUBSCRIBE);
+  assert.equal(again.v.start, codec.StartKind.POSITION);
+  assert.equal(again.v.arg, 3n);
+  assert.notEqual(again.v.subID, fr.v.subID);
+  subscribed(net, ws, again, 3n);
+  data(net, ws, again.v.subID, 3n, "c", "d");
+  assert.deepEqual(await take(sub, 2), ["msg 3 c", "msg 4 d"]);
+  c.close();
+});
+
+test("UNSUBSCRIBED with id 0 ends the subscription as FORBIDDEN and it is not resumed", async () => {
+  const { net, c, ws } = await setup();
+  const [sub, fr] = await subscribeOn(net, c, ws, "ch", {}, 1n);
+  net.push(ws, codec.encodeUnsubscribed(0, fr.v.subID));
+  await assert.rejects(sub.next(), (e) => e instanceof ServerError && e.codeName === "FORBIDDEN");
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  const p = c.publish("other", "x"); // a frame we can wait for
+  const f = await net.frame(ws2);
+  assert.equal(f.type, T.PUBLISH, "no SUBSCRIBE before it");
+  net.push(ws2, codec.encodePubAck([{ id: f.id, position: 1n }]));
+  await p;
+  c.close();
+});
+
+test("reconnecting rotates over the URL list", async () => {
+  const { net, c, ws } = await setup({}, ["ws://a/", "ws://b/"]);
+  assert.equal(ws.url, "ws://a/");
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  assert.equal(ws2.url, "ws://b/");
+  c.close();
+});
+
+test("two handshakes in a row refused as UNAUTHENTICATED end reconnecting", async () => {
+  const states = [];
+  const { net, c, ws } = await setup({ onState: (e) => states.push(e.state) });
+  net.behaviour.set("ws://a/", { error: { code: codec.CODE_UNAUTHENTICATED, retriable: false, text: "revoked" } });
+  const sub = c.subscribe("ch");
+  const f = await net.frame(ws, T.SUBSCRIBE);
+  subscribed(net, ws, f, 1n);
+  const s = await sub;
+  net.drop(ws);
+  await c.closed;
+  assert.ok(c.error instanceof ClosedError);
+  assert.match(c.error.message, /UNAUTHENTICATED/);
+  assert.equal(net.sockets.length, 3, "the first connection and two refused handshakes");
+  await assert.rejects(s.next(), ClosedError);
+  await assert.rejects(c.publish("ch", "x"), ClosedError);
+  assert.deepEqual(states, ["connected", "disconnected", "closed"]);
+});
+
+test("a malformed frame from the server drops the connection (and reconnects)", async () => {
+  const { net, c, ws } = await setup();
+  const p = c.publish("ch", "x");
+  await net.frame(ws, T.PUBLISH);
+  net.push(ws, codec.encodeData(1, 0n, [te.encode("x")]).subarray(0, 15)); // shorter than declared
+  await assert.rejects(p, (e) => e instanceof UnknownOutcomeError && e.cause instanceof ProtocolError);
+  await net.conn(1);
+  c.close();
+});
+
+test("a text message is a protocol violation", async () => {
+  const states = [];
+  const { c, ws } = await setup({ reconnect: false, onState: (e) => states.push(e) });
+  ws.onmessage({ data: "hello" });
+  await c.closed;
+  assert.ok(c.error.cause instanceof ProtocolError, String(c.error.cause));
+});
+
+test("no PONG to two PINGs in a row drops the connection", async () => {
+  const net = new FakeNet();
+  net.welcome.pingIntervalMs = 10;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket, reconnect: false });
+  const ws = await net.conn(0);
+  const ping = await net.frame(ws, T.PING);
+  net.push(ws, codec.encodePong(ping.id)); // the first is answered
+  await c.closed;
+  assert.match(c.error.message, /ping timeout/);
+  assert.ok(ws.inbox.filter((f) => f.type === T.PING).length >= 1);
+});
+
+test("the server's PING is answered with a PONG of the same id", async () => {
+  const { net, c, ws } = await setup();
+  net.push(ws, codec.encodePing(4242));
+  const f = await net.frame(ws, T.PONG);
+  assert.equal(f.id, 4242);
+  c.close();
+});
+
+test("GOAWAY: new publishes wait for the next connection while the old one's acks still arrive", async () => {
+  const { net, c, ws } = await setup();
+  const p1 = c.publish("ch", "before");
+  const f1 = await net.frame(ws, T.PUBLISH);
+  net.push(ws, codec.encodeGoAway({ code: 15, text: "restart" }));
+  const p2 = c.publish("ch", "after");
+  net.push(ws, codec.encodePubAck([{ id: f1.id, position: 1n }]));
+  assert.equal(await p1, 1n);
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  const f2 = await net.frame(ws2, T.PUBLISH);
+  assert.equal(f2.v.text, "after");
+  assert.equal(ws.inbox.filter((f) => f.type === T.PUBLISH).length, 0);
+  net.push(ws2, codec.encodePubAck([{ id: f2.id, position: 2n }]));
+  assert.equal(await p2, 2n);
+  c.close();
+});
+
+test("drain waits for outstanding acks, unsubscribes, then closes", async () => {
+  const { net, c, ws } = await setup();
+  const [sub] = await subscribeOn(net, c, ws, "ch", {}, 1n);
+  const p = c.publish("ch", "x");
+  const f = await net.frame(ws, T.PUBLISH);
+  const d = c.drain();
+  await assert.rejects(c.publish("ch", "y"), /draining/);
+  net.push(ws, codec.encodePubAck([{ id: f.id, position: 9n }]));
+  const u = await net.frame(ws, T.UNSUBSCRIBE);
+  net.push(ws, codec.encodeUnsubscribed(u.id, u.v));
+  await d;
+  assert.equal(await p, 9n);
+  assert.deepEqual(await sub.next(), { done: true, value: undefined });
+  await assert.rejects(c.publish("ch", "z"), ClosedError);
+});
+
+test("backoff: full jitter within [1, min(max, min*2^n)] ms", async () => {
+  // Measured through the delays the client asks setTimeout for.
+  const net = new FakeNet();
+  const delays = [];
+  const orig = globalThis.setTimeout;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket, backoffMinMs: 100, backoffMaxMs: 400, random: () => 0.999 });
+  globalThis.setTimeout = (fn, ms, ...a) => {
+    if (ms >= 1 && ms <= 400) delays.push(ms);
+    return orig(fn, 0, ...a);
+  };
+  try {
+    net.behaviour.set("ws://a/", "refuse");
+    net.drop(await net.conn(0));
+    await net.until(() => net.sockets.length >= 5 || undefined, "four reconnect attempts");
+  } finally {
+    globalThis.setTimeout = orig;
+  }
+  c.close();
+  assert.deepEqual(delays.slice(0, 4), [100, 200, 400, 400]);
+});
