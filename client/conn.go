@@ -49,6 +49,14 @@ type Conn struct {
 
 	closed chan struct{} // closed when state becomes stateClosed
 	done   chan struct{} // closed when the supervisor has exited
+
+	// WithIdempotence (retry.go): the producer id and sequence of automatic
+	// message ids, the publishes kept for the next session (under mu), and
+	// how many were resent.
+	producer [producerIDLen]byte
+	seq      atomic.Uint64
+	retryQ   []pendEntry
+	resent   atomic.Uint64
 }
 
 // Dial connects to the first reachable address of addr, a comma-separated
@@ -82,6 +90,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Conn, error) {
 		addrs:  seeds[:min(len(seeds), maxAddrs)],
 		closed: make(chan struct{}),
 		done:   make(chan struct{}),
+	}
+	if o.idempotence > 0 {
+		c.producer = newProducerID()
 	}
 	var errs []error
 	for i := range c.addrs {
@@ -143,12 +154,17 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 	return s, nil
 }
 
+// clientFeatures are the feature bits the client offers in HELLO: message
+// headers and ids. A server that does not echo FeatureHeaders is talked to
+// as before, and publishing headers to it fails with ErrHeadersUnsupported.
+const clientFeatures = wire.FeatureHeaders
+
 // handshake sends HELLO and reads the answer: WELCOME or ERROR.
 func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
 	id := c.nextReq()
 	hello := wire.AppendHello(nil, id, wire.Hello{
 		MinVersion: wire.Version1, MaxVersion: wire.Version1,
-		Name: c.opts.name, Token: c.opts.token,
+		Features: clientFeatures, Name: c.opts.name, Token: c.opts.token,
 	})
 	if _, err := nc.Write(hello); err != nil {
 		return wire.Welcome{}, nil, err
@@ -182,8 +198,8 @@ func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
 		return w, nil, protocolErr("WELCOME chose version %d, offered %d..%d", w.Version, wire.Version1, wire.Version1)
 	case w.MaxBody < wire.MinMaxBody:
 		return w, nil, protocolErr("WELCOME maxBody %d < %d", w.MaxBody, wire.MinMaxBody)
-	case w.Features != 0:
-		return w, nil, protocolErr("WELCOME accepted features %#x that were not offered", uint32(w.Features))
+	case w.Features&^clientFeatures != 0:
+		return w, nil, protocolErr("WELCOME accepted features %#x that were not offered", uint32(w.Features&^clientFeatures))
 	}
 	rd.SetMaxBody(min(w.MaxBody, c.opts.maxBody))
 	return w, rd, nil
@@ -218,16 +234,23 @@ func (c *Conn) nextReq() uint32 {
 
 // install makes s the current session and (re)subscribes every live
 // subscription on it. It reports false if the Conn is already closed.
+// Publishes kept by WithIdempotence are sent first, before any other
+// publish can reach s.
 func (c *Conn) install(s *session) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.state.Load() == stateClosed {
+		c.mu.Unlock()
 		return false
 	}
+	expired := c.resendLocked(s)
 	c.cur.Store(s)
 	close(c.ready)
 	for _, sub := range c.subs {
 		c.sendSubscribe(s, sub)
+	}
+	c.mu.Unlock()
+	for _, pe := range expired {
+		c.complete(pe, 0, unknownOutcome(errRetryOver))
 	}
 	return true
 }
@@ -392,7 +415,11 @@ func (c *Conn) finish(cause error) {
 	}
 	clear(c.subs)
 	err := c.closeErr
+	retries := c.takeRetriesLocked()
 	c.mu.Unlock()
+	for _, pe := range retries {
+		c.complete(pe, 0, unknownOutcome(err))
+	}
 	for _, sub := range subs {
 		sub.terminate(err)
 	}

@@ -19,7 +19,10 @@ var (
 	// ErrUnknownOutcome: a publish was written (or may have been written)
 	// but its PUBACK never arrived because the connection was lost, the Conn
 	// was closed, or the caller's context ended. The message may or may not
-	// have been published. The client never resends it by itself.
+	// have been published. The client never resends it by itself, except
+	// with WithIdempotence (which reports it only when its retry time is
+	// over or the Conn closed). Publishing the same message again with the
+	// same Msg.ID is safe within the server's dedup window.
 	ErrUnknownOutcome = errors.New("client: publish outcome unknown")
 	// ErrDisconnected: the connection to the server was lost (wrapped
 	// together with the cause).
@@ -40,6 +43,13 @@ var (
 	ErrInvalidOption = errors.New("client: invalid option")
 	// ErrUnsubscribed: the subscription was ended by Unsubscribe.
 	ErrUnsubscribed = errors.New("client: unsubscribed")
+	// ErrInvalidHeaders: a message's headers or id break the rules of
+	// PROTOCOL.md 2.14 (wire.CheckHeaders, wire.CheckMsgID); nothing was
+	// sent. The errors returned also match wire.ErrInvalidHeaders.
+	ErrInvalidHeaders = errors.New("client: invalid message headers")
+	// ErrHeadersUnsupported: a message with headers or an id was published
+	// to a server that did not accept wire.FeatureHeaders; nothing was sent.
+	ErrHeadersUnsupported = errors.New("client: server does not accept message headers")
 )
 
 // ServerError is an ERROR (or GOAWAY) frame received from the server,
@@ -66,6 +76,10 @@ func (e *ServerError) As(target any) bool {
 	}
 	return false
 }
+
+// errRetryOver is the cause of ErrUnknownOutcome for a publish that
+// WithIdempotence stopped resending.
+var errRetryOver = errors.New("client: idempotent publish not acknowledged within its retry time")
 
 func serverErr(op string, e wire.Error) error { return &ServerError{Op: op, Err: e} }
 

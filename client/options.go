@@ -51,6 +51,7 @@ type options struct {
 	maxBody     uint32
 	dialer      func(ctx context.Context, addr string) (net.Conn, error)
 	tls         *tls.Config
+	idempotence time.Duration // > 0: automatic message ids, resent for this long
 }
 
 func defaultOptions() options {
@@ -128,6 +129,42 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// DefaultRetryFor is how long WithIdempotence(0) keeps resending a publish
+// whose outcome is unknown: well inside the server's default dedup window
+// of 2 minutes.
+const DefaultRetryFor = time.Minute
+
+// WithIdempotence turns on idempotent publishing, as Kafka's idempotent
+// producer does: every acknowledged publish (Publish, PublishAsync,
+// PublishFunc, PublishMsg*) that has no Msg.ID gets an automatic one, the
+// Conn's random 12-byte producer id followed by a 64-bit sequence number;
+// and a publish whose connection is lost before its PUBACK is no longer
+// failed with ErrUnknownOutcome but sent again, with the same id, on the
+// next connection (to whichever node that is), until it is acknowledged or
+// retryFor has passed since it was first sent (0: DefaultRetryFor). The
+// server's deduplication then makes the publisher see each message stored
+// and acknowledged exactly once. retryFor must stay below the server's
+// dedup window (2 minutes by default): a message resent after the window
+// may be stored twice. Only when retryFor is over, or the Conn closes,
+// does a publish still unacknowledged end with ErrUnknownOutcome.
+// Resent publishes keep their order and go before any publish issued after
+// the reconnect. The server must accept wire.FeatureHeaders; a publish to
+// one that does not fails with ErrHeadersUnsupported. PublishNoAck is not
+// affected. Cost: 21 more bytes per PUBLISH and a copy of each frame kept
+// until its PUBACK (pooled: no allocation in steady state).
+func WithIdempotence(retryFor time.Duration) Option {
+	return func(o *options) error {
+		if retryFor < 0 {
+			return fmt.Errorf("%w: retry for %v", ErrInvalidOption, retryFor)
+		}
+		if retryFor == 0 {
+			retryFor = DefaultRetryFor
+		}
+		o.idempotence = retryFor
 		return nil
 	}
 }

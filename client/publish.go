@@ -15,6 +15,10 @@ type pendEntry struct {
 	w   *waiter
 	ack *PubAck
 	fn  func(position uint64, err error)
+	// rt, set only with WithIdempotence, keeps the PUBLISH frame (it
+	// carries a message id) so that it can be sent again after the
+	// connection is lost (retry.go).
+	rt *retryRec
 }
 
 // waiter is a pooled, reusable completion for the synchronous Publish: its
@@ -30,6 +34,9 @@ var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan result, 1
 
 // complete reports a publish's outcome and frees its window slot.
 func (c *Conn) complete(pe pendEntry, pos uint64, err error) {
+	if pe.rt != nil {
+		putRetry(pe.rt)
+	}
 	<-c.sem
 	switch {
 	case pe.w != nil:
@@ -179,10 +186,15 @@ func (a *PubAck) Release() {
 // In steady state Publish does not allocate.
 func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uint64, error) {
 	w := waiters.Get().(*waiter)
-	if err := c.publish(ctx, channel, payload, pendEntry{w: w}); err != nil {
+	if err := c.publish(ctx, channel, payload, nil, nil, pendEntry{w: w}); err != nil {
 		waiters.Put(w)
 		return 0, err
 	}
+	return c.await(ctx, w)
+}
+
+// await waits for a synchronous publish's outcome.
+func (c *Conn) await(ctx context.Context, w *waiter) (uint64, error) {
 	select {
 	case r := <-w.ch:
 		waiters.Put(w)
@@ -204,7 +216,7 @@ func (c *Conn) Publish(ctx context.Context, channel string, payload []byte) (uin
 // outcome is known).
 func (c *Conn) PublishAsync(ctx context.Context, channel string, payload []byte) (*PubAck, error) {
 	a := pubAcks.Get().(*PubAck)
-	if err := c.publish(ctx, channel, payload, pendEntry{ack: a}); err != nil {
+	if err := c.publish(ctx, channel, payload, nil, nil, pendEntry{ack: a}); err != nil {
 		pubAcks.Put(a)
 		return nil, err
 	}
@@ -221,13 +233,79 @@ func (c *Conn) PublishFunc(ctx context.Context, channel string, payload []byte, 
 	if done == nil {
 		return fmt.Errorf("%w: nil callback", ErrInvalidOption)
 	}
-	return c.publish(ctx, channel, payload, pendEntry{fn: done})
+	return c.publish(ctx, channel, payload, nil, nil, pendEntry{fn: done})
+}
+
+// Header is one message header: a key (1..255 HTTP token characters) and a
+// value (UTF-8 without control characters other than tab). Keys may repeat;
+// order is kept. See PROTOCOL.md 2.14.
+type Header = wire.HeaderField
+
+// Msg is a message with optional headers and an optional message id.
+type Msg struct {
+	Payload []byte
+	// Headers travel and are stored with the message; subscribers that
+	// negotiated headers (this SDK always does) read them in
+	// Event.Headers. At most wire.MaxHeaders entries and
+	// wire.MaxHeadersLen bytes encoded; they count against the server's
+	// max payload.
+	Headers []Header
+	// ID, if not empty (1..255 bytes), makes the publish idempotent: the
+	// server stores a message of this channel with an id it stored within
+	// its dedup window (2 minutes by default) only once, and acknowledges a
+	// repeat with the first message's position. After ErrUnknownOutcome,
+	// publish the same Msg again to learn its position without a duplicate.
+	ID []byte
+}
+
+// PublishMsg is Publish for a message with headers and/or an id (see Msg).
+// Besides Publish's errors it returns ErrInvalidHeaders and
+// ErrHeadersUnsupported (nothing sent). m's slices are copied before it
+// returns or blocks on the acknowledgement.
+func (c *Conn) PublishMsg(ctx context.Context, channel string, m Msg) (uint64, error) {
+	if err := checkMsg(&m); err != nil {
+		return 0, err
+	}
+	w := waiters.Get().(*waiter)
+	if err := c.publish(ctx, channel, m.Payload, m.ID, m.Headers, pendEntry{w: w}); err != nil {
+		waiters.Put(w)
+		return 0, err
+	}
+	return c.await(ctx, w)
+}
+
+// PublishMsgAsync is PublishAsync for a message with headers and/or an id.
+func (c *Conn) PublishMsgAsync(ctx context.Context, channel string, m Msg) (*PubAck, error) {
+	if err := checkMsg(&m); err != nil {
+		return nil, err
+	}
+	a := pubAcks.Get().(*PubAck)
+	if err := c.publish(ctx, channel, m.Payload, m.ID, m.Headers, pendEntry{ack: a}); err != nil {
+		pubAcks.Put(a)
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkMsg validates m's headers and id.
+func checkMsg(m *Msg) error {
+	if len(m.ID) > 0 {
+		if err := wire.CheckMsgID(m.ID); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidHeaders, err)
+		}
+	}
+	if len(m.Headers) > 0 {
+		if err := wire.CheckHeaders(m.Headers); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidHeaders, err)
+		}
+	}
+	return nil
 }
 
 // publish takes a window slot and queues the frame on the current session,
 // waiting for one while reconnecting. On error nothing was sent and pe is
 // never completed.
-func (c *Conn) publish(ctx context.Context, channel string, payload []byte, pe pendEntry) error {
+func (c *Conn) publish(ctx context.Context, channel string, payload, msgID []byte, hs []Header, pe pendEntry) error {
 	if err := c.validChannel(channel); err != nil {
 		return err
 	}
@@ -251,7 +329,7 @@ func (c *Conn) publish(ctx context.Context, channel string, payload []byte, pe p
 	}
 	for {
 		if s := c.cur.Load(); s != nil {
-			ok, err := s.enqueuePublish(channel, payload, pe)
+			ok, err := s.enqueuePublish(channel, payload, msgID, hs, &pe)
 			if ok {
 				return nil
 			}

@@ -117,25 +117,51 @@ func (s *session) fail(err error) {
 	s.c.detach(s)
 	uerr := unknownOutcome(err)
 	for _, pe := range pend {
+		if pe.rt != nil && s.c.queueRetry(pe) {
+			continue // sent again on the next session (retry.go)
+		}
 		s.c.complete(pe, 0, uerr)
 	}
 }
 
-// enqueuePublish registers pe and queues the PUBLISH frame. It reports
-// false (and no error) if the session no longer takes requests.
-func (s *session) enqueuePublish(channel string, payload []byte, pe pendEntry) (bool, error) {
+// enqueuePublish registers pe and queues the PUBLISH frame, with msgID
+// and headers if given. It reports false (and no error) if the session no
+// longer takes requests. With WithIdempotence, a publish without msgID gets
+// the Conn's next automatic id, and pe.rt keeps a copy of the frame for a
+// resend (retry.go).
+func (s *session) enqueuePublish(channel string, payload, msgID []byte, hs []Header, pe *pendEntry) (bool, error) {
 	s.mu.Lock()
 	if s.dead || s.goaway {
 		s.mu.Unlock()
 		return false, nil
 	}
-	if uint64(len(payload)) > uint64(s.welcome.MaxPayload) {
+	var auto [autoIDLen]byte
+	if len(msgID) == 0 && s.c.opts.idempotence > 0 {
+		msgID = s.c.autoID(auto[:0])
+	}
+	ext := len(msgID) > 0 || len(hs) > 0
+	if ext && s.welcome.Features&wire.FeatureHeaders == 0 {
 		s.mu.Unlock()
+		return false, fmt.Errorf("%w (server %s)", ErrHeadersUnsupported, s.welcome.ServerName)
+	}
+	if n := wire.ExtLen(msgID, hs, len(payload)); uint64(n) > uint64(s.welcome.MaxPayload) {
+		s.mu.Unlock()
+		if n != len(payload) {
+			return false, fmt.Errorf("%w: %d bytes with id and headers, server max %d", ErrPayloadTooLarge, n, s.welcome.MaxPayload)
+		}
 		return false, fmt.Errorf("%w: %d bytes, server max %d", ErrPayloadTooLarge, len(payload), s.welcome.MaxPayload)
 	}
 	id := s.c.nextReq()
-	s.pending.push(id, pe)
-	s.wbuf = wire.AppendPublish(s.wbuf, id, wire.FlagAck, channel, payload)
+	start := len(s.wbuf)
+	if ext {
+		s.wbuf = wire.AppendPublishExt(s.wbuf, id, wire.FlagAck, channel, msgID, hs, payload)
+	} else {
+		s.wbuf = wire.AppendPublish(s.wbuf, id, wire.FlagAck, channel, payload)
+	}
+	if s.c.opts.idempotence > 0 && len(msgID) > 0 {
+		pe.rt = getRetry(s.wbuf[start:], time.Now().Add(s.c.opts.idempotence))
+	}
+	s.pending.push(id, *pe)
 	s.mu.Unlock()
 	s.kick()
 	return true, nil

@@ -57,8 +57,15 @@ type Event struct {
 	// messages of its batch, with its capacity capped, so appending to it
 	// copies and never touches a neighbour.
 	Payload []byte
-	Gap     GapInfo // KindGap
-	Epoch   uint64  // KindEpochChanged: the new epoch
+	// Headers are the message's headers (KindMessage), nil if it has none;
+	// in the publisher's order. Allocated per message that has them.
+	Headers []Header
+	// MsgID is the message id it was published with (Msg.ID, or the
+	// automatic id of WithIdempotence), nil if none. Like Payload it
+	// stays valid and shares the batch's backing array.
+	MsgID []byte
+	Gap   GapInfo // KindGap
+	Epoch uint64  // KindEpochChanged: the new epoch
 }
 
 // SubInfo holds the values of the latest SUBSCRIBED answer.
@@ -420,7 +427,7 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte) {
 	var blk []byte
 	pos := first
 	for rest := records; ; pos++ {
-		payload, r, ok := wire.NextRecord(rest)
+		body, ext, r, ok := wire.NextRecordExt(rest)
 		if !ok {
 			return
 		}
@@ -436,9 +443,21 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte) {
 		if blk == nil {
 			blk = bytes.Clone(records) // copy once; payloads alias it below
 		}
-		off := len(records) - len(rest) - len(payload)
-		p := blk[off : off+len(payload) : off+len(payload)]
-		if !s.deliver(sub, Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: p}) {
+		off := len(records) - len(rest) - len(body)
+		b := blk[off : off+len(body) : off+len(body)]
+		ev := Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: b}
+		if ext {
+			// DecodeData validated the extended body.
+			e, err := wire.ParseExt(b, wire.TypeData)
+			if err != nil {
+				return
+			}
+			ev.Payload, ev.MsgID = e.Payload, e.MsgID
+			if len(e.Headers) > 0 {
+				ev.Headers = wire.AppendHeaderFields(nil, e.Headers)
+			}
+		}
+		if !s.deliver(sub, ev) {
 			return
 		}
 		cur = pos + 1

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/client"
 	"github.com/sluice-rtm/sluice/engine"
 )
 
@@ -120,6 +122,12 @@ func TestParsePub(t *testing.T) {
 		{args: nil, err: "missing CHANNEL"},
 		{args: []string{"ch", "--window", "0"}, err: "--window"},
 		{args: []string{"ch", "--timeout", "-1s"}, err: "--timeout"},
+		{args: []string{"ch", "--header", "novalue"}, err: "not KEY=VALUE"},
+		{args: []string{"ch", "--header", "a b=1"}, err: "token character"},
+		{args: []string{"ch", "--header", "k=a\nb"}, err: "control character"},
+		{args: []string{"ch", "--msg-id", "x"}, err: "exactly one MESSAGE"},
+		{args: []string{"ch", "--msg-id", "x", "a", "b"}, err: "exactly one MESSAGE"},
+		{args: []string{"ch", "--msg-id", strings.Repeat("i", 256), "a"}, err: "--msg-id"},
 	} {
 		cfg, err := parsePub(newFlagSet("pub", "", ""), tc.args)
 		if tc.err != "" {
@@ -134,6 +142,15 @@ func TestParsePub(t *testing.T) {
 	}
 }
 
+func TestParsePubHeaders(t *testing.T) {
+	cfg, err := parsePub(newFlagSet("pub", "", ""), []string{"ch", "--header", "traceparent=00-ab=cd", "--msg-id", "o-1",
+		"--header", "k=", "--idempotent", "m"})
+	want := []client.Header{{Key: "traceparent", Value: "00-ab=cd"}, {Key: "k", Value: ""}}
+	if err != nil || !slices.Equal(cfg.headers, want) || cfg.msgID != "o-1" || !cfg.idem || !slices.Equal(cfg.messages, []string{"m"}) {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+}
+
 func TestParseSub(t *testing.T) {
 	for _, tc := range []struct {
 		args  []string
@@ -143,6 +160,7 @@ func TestParseSub(t *testing.T) {
 	}{
 		{args: []string{"ch"}},
 		{args: []string{"ch", "--from", "earliest", "--count", "3", "--hex"}, count: 3, hex: true},
+		{args: []string{"ch", "--headers"}},
 		{args: []string{"--count=2", "ch", "--from=17"}, count: 2},
 		{args: []string{"ch", "--last", "5"}},
 		{args: []string{"--since", "2s", "ch"}},
@@ -213,5 +231,19 @@ func TestPubCannotConnect(t *testing.T) {
 	code, out, errs := runCmd(context.Background(), "", "pub", "--server", "127.0.0.1:1", "--timeout", "2s", "ch", "m")
 	if code != exitFail || out != "" || !strings.Contains(errs, "dial") {
 		t.Fatalf("code %d stdout %q stderr %q", code, out, errs)
+	}
+}
+
+func TestWriteHeaders(t *testing.T) {
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	writeHeaders(w, client.Event{MsgID: []byte("o-17"), Headers: []client.Header{{Key: "a", Value: "x\ty"}, {Key: "a", Value: ""}}})
+	writeHeaders(w, client.Event{MsgID: []byte{0, 1, 0xff}})
+	writeHeaders(w, client.Event{MsgID: []byte("0x12")})
+	writeHeaders(w, client.Event{}) // nothing
+	_ = w.Flush()
+	want := "\tid\to-17\n\th\ta\tx\ty\n\th\ta\t\n\tid\t0x0001ff\n\tid\t0x30783132\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }

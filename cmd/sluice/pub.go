@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/sluice-rtm/sluice/client"
+	"github.com/sluice-rtm/sluice/wire"
 )
 
 const pubDescription = `
@@ -23,7 +25,19 @@ error and nothing more is printed. Exit status 0 only if every message was
 acknowledged; 1 if one was not (a message whose acknowledgement was lost
 with the connection may or may not have been published); 2 for a bad
 command line. Flags may come before or after CHANNEL; use -- before a
-MESSAGE that starts with '-'.`
+MESSAGE that starts with '-'.
+
+--header KEY=VALUE (repeatable) adds a header to every message: KEY is 1 to
+255 letters, digits or !#$%&'*+-.^_` + "`" + `|~, VALUE UTF-8 without control
+characters (the first '=' ends the key). --msg-id ID gives the message a
+message id (1 to 255 bytes); it takes exactly one MESSAGE. Publishing the
+same ID to the same channel again within the server's dedup window (2
+minutes by default) stores nothing and prints the first message's
+position again, so a pub that failed with an unknown outcome can simply be
+run again. --idempotent gives every message an automatic id and, if the
+connection is lost before an acknowledgement, reconnects and publishes it
+again (each message is stored once). Headers and ids need a server that
+accepts them.`
 
 // pubConfig is the parsed pub command line.
 type pubConfig struct {
@@ -33,6 +47,27 @@ type pubConfig struct {
 	window   int
 	timeout  time.Duration
 	conn     connFlags
+	headers  headerFlag
+	msgID    string
+	idem     bool
+}
+
+// headerFlag is the repeatable --header KEY=VALUE.
+type headerFlag []client.Header
+
+func (h *headerFlag) String() string { return "" }
+
+func (h *headerFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	}
+	hs := append(*h, client.Header{Key: k, Value: v})
+	if err := wire.CheckHeaders(hs); err != nil {
+		return err
+	}
+	*h = hs
+	return nil
 }
 
 func parsePub(fs *flag.FlagSet, args []string) (pubConfig, error) {
@@ -40,6 +75,9 @@ func parsePub(fs *flag.FlagSet, args []string) (pubConfig, error) {
 	fs.StringVar(&cfg.server, "server", cfg.server, "`HOST:PORT` of the server (a comma-separated list for a cluster)")
 	fs.IntVar(&cfg.window, "window", cfg.window, "publishes awaiting acknowledgement at once, `N`")
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long to wait for connecting and for each acknowledgement, `DUR`")
+	fs.Var(&cfg.headers, "header", "add the header `KEY=VALUE` to every message (repeatable)")
+	fs.StringVar(&cfg.msgID, "msg-id", "", "publish the one MESSAGE with message id `ID` (idempotent within the dedup window)")
+	fs.BoolVar(&cfg.idem, "idempotent", false, "automatic message ids; resend after a lost connection without duplicates")
 	cfg.conn.bind(fs)
 	pos, err := parseInterspersed(fs, args)
 	switch {
@@ -47,6 +85,10 @@ func parsePub(fs *flag.FlagSet, args []string) (pubConfig, error) {
 		return cfg, err
 	case len(pos) == 0:
 		return cfg, errors.New("missing CHANNEL")
+	case cfg.msgID != "" && len(pos) != 2:
+		return cfg, fmt.Errorf("--msg-id takes exactly one MESSAGE, got %d", len(pos)-1)
+	case cfg.msgID != "" && wire.CheckMsgID([]byte(cfg.msgID)) != nil:
+		return cfg, fmt.Errorf("--msg-id: %w", wire.CheckMsgID([]byte(cfg.msgID)))
 	case cfg.window < 1:
 		return cfg, fmt.Errorf("--window must be at least 1, got %d", cfg.window)
 	case cfg.timeout <= 0:
@@ -60,7 +102,7 @@ func parsePub(fs *flag.FlagSet, args []string) (pubConfig, error) {
 }
 
 func runPub(ctx context.Context, std stdio, args []string) int {
-	fs := newFlagSet("pub", "[--server HOST:PORT] CHANNEL [MESSAGE ...]", pubDescription)
+	fs := newFlagSet("pub", "[--server HOST:PORT] [--header KEY=VALUE ...] [--msg-id ID] [--idempotent] CHANNEL [MESSAGE ...]", pubDescription)
 	cfg, err := parsePub(fs, args)
 	if code, done := parseExit(fs, std, err); done {
 		return code
@@ -70,8 +112,11 @@ func runPub(ctx context.Context, std stdio, args []string) int {
 		return usageError(fs, std, err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	conn, err := client.Dial(dctx, cfg.server, append(copts, client.WithName("sluice-pub"),
-		client.WithReconnect(false), client.WithMaxPending(cfg.window))...)
+	copts = append(copts, client.WithName("sluice-pub"), client.WithReconnect(cfg.idem), client.WithMaxPending(cfg.window))
+	if cfg.idem {
+		copts = append(copts, client.WithIdempotence(0))
+	}
+	conn, err := client.Dial(dctx, cfg.server, copts...)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(std.err, "sluice pub: %v\n", err)
@@ -94,7 +139,7 @@ func runPub(ctx context.Context, std stdio, args []string) int {
 			ok = false
 			break
 		}
-		a, err := conn.PublishAsync(ctx, cfg.channel, msg)
+		a, err := conn.PublishMsgAsync(ctx, cfg.channel, client.Msg{Payload: msg, Headers: cfg.headers, ID: []byte(cfg.msgID)})
 		if err != nil {
 			fmt.Fprintf(std.err, "sluice pub: %v\n", err)
 			ok = false

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluice-rtm/sluice/client"
 )
@@ -23,7 +26,16 @@ POSITION, a tab, then the payload's bytes as they are (hex-encoded with
 otherwise it runs until interrupted (SIGINT: exit 0). If the connection
 drops it reconnects and resumes after the last message printed. Exit
 status 1 if the subscription fails, 2 for a bad command line. Flags may
-come before or after CHANNEL.`
+come before or after CHANNEL.
+
+With --headers, each message line is followed by one line per header and
+one for its message id, each starting with a tab, so that "grep -v
+'^<TAB>'" keeps the message lines:
+    POSITION<TAB>PAYLOAD
+    <TAB>id<TAB>ID               (if the message has an id)
+    <TAB>h<TAB>KEY<TAB>VALUE     (per header, in the publisher's order)
+An id that is not printable UTF-8 without tabs (e.g. an automatic one of
+pub --idempotent) is printed as 0x and its hex digits.`
 
 // subConfig is the parsed sub command line.
 type subConfig struct {
@@ -32,6 +44,7 @@ type subConfig struct {
 	start   client.SubOption
 	count   int
 	hex     bool
+	headers bool
 	timeout time.Duration
 	conn    connFlags
 }
@@ -47,6 +60,7 @@ func parseSub(fs *flag.FlagSet, args []string) (subConfig, error) {
 	fs.DurationVar(&since, "since", 0, "start with the messages of the last `DUR`")
 	fs.IntVar(&cfg.count, "count", 0, "exit after `N` messages (0 = run until interrupted)")
 	fs.BoolVar(&cfg.hex, "hex", false, "print payloads hex-encoded")
+	fs.BoolVar(&cfg.headers, "headers", false, "print each message's id and headers after it (format above)")
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long connecting and subscribing may take, `DUR`")
 	cfg.conn.bind(fs)
 	pos, err := parseInterspersed(fs, args)
@@ -98,7 +112,7 @@ func parseSub(fs *flag.FlagSet, args []string) (subConfig, error) {
 }
 
 func runSub(ctx context.Context, std stdio, args []string) int {
-	fs := newFlagSet("sub", "[--server HOST:PORT] CHANNEL [--from live|earliest|POSITION] [--last N] [--since DUR] [--count N] [--hex]", subDescription)
+	fs := newFlagSet("sub", "[--server HOST:PORT] CHANNEL [--from live|earliest|POSITION] [--last N] [--since DUR] [--count N] [--hex] [--headers]", subDescription)
 	cfg, err := parseSub(fs, args)
 	if code, done := parseExit(fs, std, err); done {
 		return code
@@ -137,6 +151,9 @@ func runSub(ctx context.Context, std stdio, args []string) int {
 				w.Write(ev.Payload)
 			}
 			w.WriteByte('\n')
+			if cfg.headers {
+				writeHeaders(w, ev)
+			}
 			if n++; cfg.count > 0 && n >= cfg.count {
 				return exitOK
 			}
@@ -154,6 +171,41 @@ func runSub(ctx context.Context, std stdio, args []string) int {
 			}
 		}
 	}
+}
+
+// writeHeaders prints ev's message id and headers in the --headers format.
+func writeHeaders(w *bufio.Writer, ev client.Event) {
+	if len(ev.MsgID) > 0 {
+		w.WriteString("\tid\t")
+		if printableID(ev.MsgID) {
+			w.Write(ev.MsgID)
+		} else {
+			w.WriteString("0x")
+			w.WriteString(hex.EncodeToString(ev.MsgID))
+		}
+		w.WriteByte('\n')
+	}
+	for _, h := range ev.Headers {
+		w.WriteString("\th\t")
+		w.WriteString(h.Key)
+		w.WriteByte('\t')
+		w.WriteString(h.Value)
+		w.WriteByte('\n')
+	}
+}
+
+// printableID reports whether id can be printed as it is: valid UTF-8
+// without control characters, not starting with "0x".
+func printableID(id []byte) bool {
+	if !utf8.Valid(id) || bytes.HasPrefix(id, []byte("0x")) {
+		return false
+	}
+	for _, r := range string(id) {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // subFailed maps an error to the exit status: an interrupt is a normal
