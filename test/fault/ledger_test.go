@@ -1,0 +1,113 @@
+package fault
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestPayloadRoundTrip(t *testing.T) {
+	p := Payload("f.3", MsgID{2, 41}, 64)
+	if len(p) != 64 {
+		t.Fatalf("len %d", len(p))
+	}
+	ch, id, ok := ParsePayload(p)
+	if !ok || ch != "f.3" || id != (MsgID{2, 41}) {
+		t.Fatalf("parsed %q %v %v", ch, id, ok)
+	}
+	for _, bad := range []string{"", "f.3|2|41", "f.3|a|41|", "f.3|2|41|xxy"} {
+		if _, _, ok := ParsePayload([]byte(bad)); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestAccount(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ack := func(seq int, pos uint64) Publish {
+		return Publish{Channel: "c", ID: MsgID{1, seq}, Outcome: Acked, Pos: pos, Done: at(0)}
+	}
+	msg := func(pos uint64, seq, ms int) Event {
+		return Event{Kind: Message, Pos: pos, Payload: Payload("c", MsgID{1, seq}, 20), At: at(ms)}
+	}
+	gap := func(from, to uint64, ms int) Event { return Event{Kind: Gap, From: from, To: to, At: at(ms)} }
+	three := []Publish{ack(1, 10), ack(2, 11), ack(3, 12)}
+	bound := time.Second
+	for _, tc := range []struct {
+		name string
+		pubs []Publish
+		evs  []Event
+		from uint64
+		want Result
+	}{
+		{"all delivered", three, []Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3}},
+		{"one silent", three, []Event{msg(10, 1, 5), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 2, Silent: 1}},
+		{"gap covers", three, []Event{msg(10, 1, 5), gap(11, 11, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 2, Announced: 1}},
+		{"wide gap covers the rest", three, []Event{gap(5, 100, 6)}, 0,
+			Result{Acked: 3, Expected: 3, Announced: 3}},
+		{"duplicate", three, []Event{msg(10, 1, 5), msg(11, 2, 6), msg(11, 2, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1}},
+		{"out of order", three, []Event{msg(11, 2, 5), msg(10, 1, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, OutOfOrder: 1}},
+		{"gap behind a delivery", three, []Event{msg(10, 1, 5), msg(11, 2, 6), gap(11, 11, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, OutOfOrder: 1}},
+		{"payload of another ack", three, []Event{msg(10, 1, 5), msg(11, 3, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 2, Silent: 1, Mismatch: 1, Duplicates: 1}},
+		{"acked message at the wrong position", three, []Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 7), msg(13, 2, 8)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, Mismatch: 1}},
+		{"never published", three, []Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 7), msg(13, 9, 8)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, Mismatch: 1}},
+		{"double ack", append(three, ack(4, 12)), []Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, DoubleAcks: 1}},
+		{"refused yet delivered", append(three, Publish{Channel: "c", ID: MsgID{1, 4}, Outcome: Refused}),
+			[]Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 7), msg(13, 4, 8)}, 0,
+			Result{Acked: 3, Refused: 1, Expected: 3, Delivered: 3, RefusedDelivered: 1}},
+		{"unknown outcome delivered", append(three, Publish{Channel: "c", ID: MsgID{1, 4}, Outcome: Unknown}),
+			[]Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 7), msg(13, 4, 8)}, 0,
+			Result{Acked: 3, Unknown: 1, Expected: 3, Delivered: 3, UnknownDelivered: 1}},
+		{"late", three, []Event{msg(10, 1, 5), msg(11, 2, 6), msg(12, 3, 1500)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, Late: 1}},
+		{"late gap", three, []Event{msg(10, 1, 5), gap(11, 12, 2000)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 1, Announced: 2, Late: 2}},
+		{"subscribed after the first", three, []Event{msg(11, 2, 6), msg(12, 3, 7)}, 11,
+			Result{Acked: 3, Expected: 2, Delivered: 2}},
+		{"epoch change counted", three, []Event{msg(10, 1, 5), {Kind: Epoch, Pos: 11, At: at(6)}, msg(11, 2, 6), msg(12, 3, 7)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 3, Epochs: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Account(tc.pubs, []Sub{{Name: "s", Channel: "c", From: tc.from, Events: tc.evs}}, bound)
+			got.MaxLatency, got.P99Latency, got.Examples = 0, 0, nil
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %v\nwant %v", got, tc.want)
+			}
+			bad := tc.want.Silent + tc.want.Late + tc.want.Duplicates + tc.want.OutOfOrder + tc.want.Mismatch +
+				tc.want.DoubleAcks + tc.want.RefusedDelivered
+			if got.OK() != (bad == 0) {
+				t.Errorf("OK() = %v for %v", got.OK(), got)
+			}
+		})
+	}
+}
+
+func TestAccountOtherChannelAndLatency(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	pubs := []Publish{
+		{Channel: "a", ID: MsgID{1, 1}, Outcome: Acked, Pos: 5, Done: t0},
+		{Channel: "b", ID: MsgID{1, 2}, Outcome: Acked, Pos: 5, Done: t0},
+	}
+	subs := []Sub{
+		{Name: "sa", Channel: "a", Events: []Event{{Kind: Message, Pos: 5, Payload: Payload("b", MsgID{1, 2}, 0), At: t0}}},
+		{Name: "sb", Channel: "b", Events: []Event{{Kind: Message, Pos: 5, Payload: Payload("b", MsgID{1, 2}, 0), At: t0.Add(300 * time.Millisecond)}}},
+	}
+	r := Account(pubs, subs, time.Second)
+	if r.Mismatch != 1 || r.Silent != 1 || r.Delivered != 1 || r.DoubleAcks != 0 || r.MaxLatency != 300*time.Millisecond {
+		t.Fatalf("%v", r)
+	}
+	if len(r.Examples) != 2 {
+		t.Fatalf("examples %q", r.Examples)
+	}
+}

@@ -1,0 +1,321 @@
+//go:build faultsuite
+
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/client"
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// payloadSize is the size of every published payload.
+const payloadSize = 64
+
+// publisher publishes with acknowledgements at a fixed rate, round robin
+// over its channels, through one Conn to one node (which the SDK leaves
+// for another when it fails). Every publish and its outcome is recorded.
+type publisher struct {
+	id   int
+	conn *client.Conn
+	mu   sync.Mutex
+	log  []Publish
+	wg   sync.WaitGroup // outstanding callbacks
+}
+
+// run publishes rate messages per second until ctx ends. A publish that
+// cannot even be queued within 250 ms (the window is full while the node
+// is unreachable) is recorded as refused: nothing was sent.
+func (p *publisher) run(ctx context.Context, chans []string, rate int) {
+	const tick = 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	perTick := float64(rate) * tick.Seconds()
+	var owed float64
+	k := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for owed += perTick; owed >= 1; owed-- {
+			ch := chans[k%len(chans)]
+			k++
+			p.mu.Lock()
+			i := len(p.log)
+			id := MsgID{p.id, i}
+			p.log = append(p.log, Publish{Channel: ch, ID: id})
+			p.mu.Unlock()
+			p.wg.Add(1)
+			qctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+			err := p.conn.PublishFunc(qctx, ch, Payload(ch, id, payloadSize), func(pos uint64, err error) {
+				p.done(i, pos, err)
+				p.wg.Done()
+			})
+			cancel()
+			if err != nil {
+				p.done(i, 0, fmt.Errorf("not sent: %w", err))
+				p.wg.Done()
+			}
+		}
+	}
+}
+
+// done records the outcome of publish i.
+func (p *publisher) done(i int, pos uint64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := &p.log[i]
+	e.Done = time.Now()
+	switch {
+	case err == nil:
+		e.Outcome, e.Pos = Acked, pos
+	case errors.Is(err, client.ErrUnknownOutcome):
+		e.Outcome, e.Err = Unknown, err.Error()
+	default:
+		e.Outcome, e.Err = Refused, err.Error()
+	}
+}
+
+// wait waits (bounded) for every outcome.
+func (p *publisher) wait(d time.Duration) bool {
+	ch := make(chan struct{})
+	go func() { p.wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func (p *publisher) publishes() []Publish {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Publish(nil), p.log...)
+}
+
+// subscription records every event of one live subscription.
+type subscription struct {
+	name    string
+	channel string
+	from    uint64
+	sub     *client.Subscription
+	mu      sync.Mutex
+	events  []Event
+	err     error // how it ended, if it did before the case did
+}
+
+func (s *subscription) run(ctx context.Context) {
+	for {
+		ev, err := s.sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.mu.Lock()
+				s.err = err
+				s.mu.Unlock()
+			}
+			return
+		}
+		e := Event{At: time.Now()}
+		switch ev.Kind {
+		case client.KindMessage:
+			e.Kind, e.Pos, e.Payload = Message, ev.Position, ev.Payload
+		case client.KindGap:
+			e.Kind, e.From, e.To = Gap, ev.Gap.From, ev.Gap.To
+		case client.KindEpochChanged:
+			e.Kind, e.Pos = Epoch, ev.Position
+		}
+		s.mu.Lock()
+		s.events = append(s.events, e)
+		s.mu.Unlock()
+	}
+}
+
+func (s *subscription) snapshot() (Sub, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Sub{Name: s.name, Channel: s.channel, From: s.from, Events: append([]Event(nil), s.events...)}, s.err
+}
+
+// dial connects to node n with fast reconnects: the seed is n only, and
+// the SDK learns the other nodes from WELCOME.
+func dial(ctx context.Context, t *testing.T, n *node, name string) *client.Conn {
+	t.Helper()
+	conn, err := client.Dial(ctx, n.client(), client.WithName(name), client.WithBackoff(100*time.Millisecond, time.Second),
+		client.WithMaxPending(8192), client.WithDialTimeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("dial %s: %v", n.name, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// warm publishes one message to each channel (creating it), retrying
+// refusals while the cluster settles, and returns the first position a
+// subscriber must expect on each.
+func warm(ctx context.Context, t *testing.T, conn *client.Conn, chans []string) map[string]uint64 {
+	t.Helper()
+	from := map[string]uint64{}
+	for _, ch := range chans {
+		for tries := 0; ; tries++ {
+			pos, err := conn.Publish(ctx, ch, []byte("warm-up"))
+			if err == nil {
+				from[ch] = pos + 1
+				break
+			}
+			var we *wire.Error
+			if tries > 50 || !errors.As(err, &we) {
+				t.Fatalf("warm-up publish to %s: %v", ch, err)
+			}
+			time.Sleep(100 * time.Millisecond) // the cluster is settling: retry
+		}
+	}
+	return from
+}
+
+// faultCase is one case of the suite.
+type faultCase struct {
+	name string
+	// chans picks the channels (by their managers).
+	chans func(t *testing.T, names []string) []string
+	// pubs and subs are the indexes of the nodes the publishers and the
+	// subscribers connect to.
+	pubs, subs []int
+	// fault applies the fault to the topology at the end of the warm
+	// phase and returns when it is healed.
+	fault func(tp *topo)
+}
+
+// Timing of every case. bound is the promise under test: every
+// subscriber receives each acknowledged message, or a GAP covering it,
+// within bound of the acknowledgement: the SDK's dead-connection
+// detection (2 x the 1 s ping interval), membership failure detection
+// (about 2 s), one RPC timeout (1 s), and a few seconds of slack for
+// reconnecting and resolving again. A fault shorter than the detection
+// adds at most its own length.
+const (
+	warmFor   = 3 * time.Second
+	faultFor  = 8 * time.Second
+	afterHeal = 6 * time.Second
+	bound     = 12 * time.Second
+	rate      = 100 // messages per second per publisher
+	nchans    = 12
+)
+
+// serveFlags are the flags of every node in the suite.
+var serveFlags = []string{"--limit-msgs", "500", "--limit-life", "2s", "--ttl", "60s",
+	"--ping-interval", "1s", "--cluster-rpc-timeout", "1s", "--log-level", "info"}
+
+func runCase(t *testing.T, bin string, fc faultCase) Result {
+	tp := newTopo(t, bin, 3, serveFlags...)
+	for _, n := range tp.nodes {
+		tp.start(n)
+	}
+	tp.waitAlive(3, 30*time.Second, tp.nodes...)
+	names := []string{"a", "b", "c"}
+	chans := fc.chans(t, names)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	from := warm(ctx, t, dial(ctx, t, tp.nodes[fc.pubs[0]], "warm"), chans)
+
+	subCtx, stopSubs := context.WithCancel(ctx)
+	defer stopSubs()
+	var subs []*subscription
+	var swg sync.WaitGroup
+	for _, i := range fc.subs {
+		n := tp.nodes[i]
+		conn := dial(ctx, t, n, "sub-"+n.name)
+		for _, ch := range chans {
+			sub, err := conn.Subscribe(ctx, ch, client.FromPosition(from[ch]), client.WithBuffer(16384))
+			if err != nil {
+				t.Fatalf("subscribe on %s to %s: %v", n.name, ch, err)
+			}
+			s := &subscription{name: "sub@" + n.name + "/" + ch, channel: ch, from: from[ch], sub: sub}
+			subs = append(subs, s)
+			swg.Add(1)
+			go func() { defer swg.Done(); s.run(subCtx) }()
+		}
+	}
+	pubCtx, stopPubs := context.WithCancel(ctx)
+	defer stopPubs()
+	var pubs []*publisher
+	var pwg sync.WaitGroup
+	for k, i := range fc.pubs {
+		p := &publisher{id: k + 1, conn: dial(ctx, t, tp.nodes[i], fmt.Sprintf("pub%d-%s", k+1, tp.nodes[i].name))}
+		pubs = append(pubs, p)
+		pwg.Add(1)
+		go func() { defer pwg.Done(); p.run(pubCtx, chans, rate) }()
+	}
+
+	phase := func(d time.Duration) {
+		select {
+		case <-time.After(d): // the case's schedule, not a synchronisation
+		case <-ctx.Done():
+			t.Fatal("case timed out")
+		}
+	}
+	phase(warmFor)
+	t0 := time.Now()
+	fc.fault(tp)
+	t.Logf("fault applied and healed in %v", time.Since(t0).Round(time.Millisecond))
+	phase(afterHeal)
+	stopPubs()
+	pwg.Wait()
+	for _, p := range pubs {
+		if !p.wait(bound) {
+			t.Errorf("publisher %d: outcomes still missing %v after the end", p.id, bound)
+		}
+	}
+	var all []Publish
+	lastAck := time.Time{}
+	for _, p := range pubs {
+		for _, e := range p.publishes() {
+			all = append(all, e)
+			if e.Outcome == Acked && e.Done.After(lastAck) {
+				lastAck = e.Done
+			}
+		}
+	}
+	// Wait until every subscriber has covered every ack, or the bound
+	// after the last ack has passed.
+	var res Result
+	for {
+		snaps := make([]Sub, 0, len(subs))
+		for _, s := range subs {
+			sn, _ := s.snapshot()
+			snaps = append(snaps, sn)
+		}
+		res = Account(all, snaps, bound)
+		if res.Silent == 0 || time.Now().After(lastAck.Add(bound+time.Second)) {
+			break
+		}
+		phase(250 * time.Millisecond)
+	}
+	stopSubs()
+	swg.Wait()
+	for _, s := range subs {
+		if _, err := s.snapshot(); err != nil {
+			t.Errorf("%s ended: %v", s.name, err)
+		}
+	}
+	t.Logf("%s: %v", fc.name, res)
+	if !res.OK() {
+		for _, ex := range res.Examples {
+			t.Logf("  %s", ex)
+		}
+		t.Errorf("%s: silent %d, late %d, duplicates %d, out of order %d, mismatch %d, double acks %d, refused yet delivered %d",
+			fc.name, res.Silent, res.Late, res.Duplicates, res.OutOfOrder, res.Mismatch, res.DoubleAcks, res.RefusedDelivered)
+	}
+	if res.Delivered == 0 {
+		t.Errorf("%s: nothing delivered", fc.name)
+	}
+	return res
+}

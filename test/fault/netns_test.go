@@ -1,0 +1,364 @@
+//go:build faultsuite
+
+package fault
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/engine"
+	"github.com/sluice-rtm/sluice/placement"
+)
+
+// The network: one bridge in the test's namespace with address .254, and
+// per node a namespace with a veth pair: the outer end a port of the
+// bridge, the inner end eth0 with address .1, .2, ... The test process
+// (publishers and subscribers) reaches the nodes through the bridge, so
+// taking a node's bridge port down cuts it off from clients and peers
+// alike; the one-way case drops only the node's packets to its peers.
+//
+// Every name carries the test process's pid ("sf<pid>..."): a run that
+// was killed before its cleanup leaves names that the next run removes
+// (sweepStale) once that pid is gone.
+
+const (
+	clientPort = 7400
+	gossipPort = 7946
+	secret     = "fault-suite-cluster-secret-0123456789abcdef"
+)
+
+var namePrefix = "sf" + strconv.Itoa(os.Getpid())
+
+// node is one `sluice serve` in its own network namespace.
+type node struct {
+	name   string // "a", "b", ...
+	ns     string // network namespace
+	veth   string // the bridge port (outer end)
+	ip     string
+	log    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+func (n *node) client() string { return fmt.Sprintf("%s:%d", n.ip, clientPort) }
+func (n *node) gossip() string { return fmt.Sprintf("%s:%d", n.ip, gossipPort) }
+
+// topo is the network and the processes of one case.
+type topo struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	bridge string
+	subnet string // "10.231.X"
+	nodes  []*node
+	extra  []string // serve flags of every node
+}
+
+// run runs a command and fails the test with its output on error.
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// runQuiet runs a command, ignoring failure (cleanup).
+func runQuiet(args ...string) { _ = exec.Command(args[0], args[1:]...).Run() }
+
+// needRoot skips unless the test can build namespaces.
+func needRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("fault suite: needs root (network namespaces); run as root, as CI does")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("fault suite: needs the ip command (iproute2); .ci/run installs it")
+	}
+}
+
+var staleName = regexp.MustCompile(`^sf([0-9]+)`)
+
+// sweepStale removes namespaces and links of earlier runs whose process
+// is gone.
+func sweepStale() {
+	dead := func(name string) bool {
+		m := staleName.FindStringSubmatch(name)
+		if m == nil || m[1] == strconv.Itoa(os.Getpid()) {
+			return false
+		}
+		_, err := os.Stat("/proc/" + m[1])
+		return err != nil
+	}
+	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && dead(f[0]) {
+				runQuiet("ip", "netns", "del", f[0])
+			}
+		}
+	}
+	if out, err := exec.Command("ip", "-o", "link", "show").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			name := strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+			if dead(name) {
+				runQuiet("ip", "link", "del", name)
+			}
+		}
+	}
+}
+
+// pickSubnet returns a 10.231.X prefix that no route of this namespace
+// uses.
+func pickSubnet(t *testing.T) string {
+	out, _ := exec.Command("ip", "-4", "route", "show", "table", "all").Output()
+	for i := 0; i < 250; i++ {
+		s := fmt.Sprintf("10.231.%d", (os.Getpid()+i)%250+1)
+		if !bytes.Contains(out, []byte(s+".")) {
+			return s
+		}
+	}
+	t.Fatal("no free 10.231.X.0/24 subnet")
+	return ""
+}
+
+// newTopo builds the bridge and n namespaces; t.Cleanup kills the
+// processes and removes everything, and on failure prints the end of each
+// node's log.
+func newTopo(t *testing.T, bin string, n int, extra ...string) *topo {
+	sweepStale()
+	tp := &topo{t: t, bin: bin, dir: t.TempDir(), bridge: namePrefix + "br", subnet: pickSubnet(t), extra: extra}
+	t.Cleanup(tp.cleanup)
+	run(t, "ip", "link", "add", tp.bridge, "type", "bridge")
+	run(t, "ip", "addr", "add", tp.subnet+".254/24", "dev", tp.bridge)
+	run(t, "ip", "link", "set", tp.bridge, "up")
+	for i := 0; i < n; i++ {
+		nd := &node{name: string(rune('a' + i)), ns: fmt.Sprintf("%sn%d", namePrefix, i),
+			veth: fmt.Sprintf("%sv%d", namePrefix, i), ip: fmt.Sprintf("%s.%d", tp.subnet, i+1)}
+		nd.log = filepath.Join(tp.dir, nd.name+".log")
+		tp.nodes = append(tp.nodes, nd)
+		run(t, "ip", "netns", "add", nd.ns)
+		run(t, "ip", "-n", nd.ns, "link", "set", "lo", "up")
+		run(t, "ip", "link", "add", nd.veth, "type", "veth", "peer", "name", "eth0", "netns", nd.ns)
+		run(t, "ip", "link", "set", nd.veth, "master", tp.bridge)
+		run(t, "ip", "link", "set", nd.veth, "up")
+		run(t, "ip", "-n", nd.ns, "addr", "add", nd.ip+"/24", "dev", "eth0")
+		run(t, "ip", "-n", nd.ns, "link", "set", "eth0", "up")
+	}
+	return tp
+}
+
+func (tp *topo) cleanup() {
+	for _, n := range tp.nodes {
+		if n.cmd != nil {
+			_ = n.cmd.Process.Kill()
+			select {
+			case <-n.exited:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	if tp.t.Failed() {
+		for _, n := range tp.nodes {
+			tp.t.Logf("---- end of the log of node %s ----\n%s", n.name, tail(n.log, 40))
+		}
+	}
+	for _, n := range tp.nodes {
+		runQuiet("ip", "netns", "del", n.ns)
+	}
+	runQuiet("ip", "link", "del", tp.bridge)
+}
+
+// tail returns the last lines of a file.
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// start runs node n in its namespace, joining the first node unless it
+// is the first, and waits until it logs that it is ready.
+func (tp *topo) start(n *node) {
+	t := tp.t
+	t.Helper()
+	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	args := []string{"netns", "exec", n.ns, tp.bin, "serve", "--node-name", n.name,
+		"--listen", n.client(), "--cluster-listen", n.gossip(), "--loops", "1",
+		"--cluster-capacity", "1", "--cluster-report-interval", "250ms", "--shutdown-timeout", "1s"}
+	if n != tp.nodes[0] {
+		args = append(args, "--join", tp.nodes[0].gossip())
+	} else if tp.nodes[1].cmd != nil { // restarted first node: join the second
+		args = append(args, "--join", tp.nodes[1].gossip())
+	}
+	args = append(args, tp.extra...)
+	// ip netns exec execs the command: the process is the server itself,
+	// so signals go straight to it.
+	cmd := exec.Command("ip", args...)
+	cmd.Env = append(os.Environ(), "SLUICE_CLUSTER_SECRET="+secret)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd, n.exited = cmd, make(chan struct{})
+	n.starts++
+	go func(done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(n.exited)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		logs, _ := os.ReadFile(n.log)
+		if bytes.Count(logs, []byte("msg=ready")) >= n.starts {
+			return
+		}
+		select {
+		case <-n.exited:
+			t.Fatalf("node %s exited before it was ready:\n%s", n.name, tail(n.log, 20))
+		case <-time.After(50 * time.Millisecond): // another process's log: nothing to wait on
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s not ready after 20s", n.name)
+		}
+	}
+}
+
+// status asks node n for its view (sluice cluster status).
+func (tp *topo) status(n *node) (engine.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, tp.bin, "cluster", "status", "--server", n.client(), "--secret", secret, "--json", "--timeout", "2s")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return engine.Status{}, fmt.Errorf("%v: %s", err, errb.String())
+	}
+	var st engine.Status
+	err := json.Unmarshal(out.Bytes(), &st)
+	return st, err
+}
+
+// waitAlive waits until every node in ns sees want alive members.
+func (tp *topo) waitAlive(want int, d time.Duration, ns ...*node) {
+	t := tp.t
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, last := true, ""
+		for _, n := range ns {
+			st, err := tp.status(n)
+			alive := 0
+			for _, m := range st.Members {
+				if m.State == "alive" {
+					alive++
+				}
+			}
+			if err != nil || alive != want {
+				ok, last = false, fmt.Sprintf("%s: %d alive %v", n.name, alive, err)
+				break
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not %d alive members after %v: %s", want, d, last)
+		}
+		time.Sleep(200 * time.Millisecond) // polling other processes
+	}
+}
+
+func (n *node) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to node %s: %v", sig, n.name, err)
+	}
+}
+
+// kill stops node n with SIGKILL and waits for it to exit.
+func (n *node) kill(t *testing.T) {
+	t.Helper()
+	_ = n.cmd.Process.Kill()
+	select {
+	case <-n.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node %s did not exit after SIGKILL", n.name)
+	}
+}
+
+// cut takes node n's bridge port down (a full partition of n).
+func (tp *topo) cut(n *node) { run(tp.t, "ip", "link", "set", n.veth, "down") }
+
+// heal brings it back.
+func (tp *topo) heal(n *node) { run(tp.t, "ip", "link", "set", n.veth, "up") }
+
+// dropToPeers makes node n's packets to its peers vanish (nftables in
+// n's namespace), while its packets to the clients (the bridge address)
+// and everything it receives still pass: a one-way partition. It returns
+// the function that removes the rule.
+func (tp *topo) dropToPeers(n *node) func() {
+	t := tp.t
+	var peers []string
+	for _, p := range tp.nodes {
+		if p != n {
+			peers = append(peers, p.ip)
+		}
+	}
+	rules := fmt.Sprintf("table inet sluicefault {\n chain out {\n  type filter hook output priority 0; policy accept;\n  ip daddr { %s } drop\n }\n}\n",
+		strings.Join(peers, ", "))
+	cmd := exec.Command("ip", "netns", "exec", n.ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s", err, out)
+	}
+	return func() { run(t, "ip", "netns", "exec", n.ns, "nft", "delete", "table", "inet", "sluicefault") }
+}
+
+// managedBy returns channels named prefix.N that node manages in a
+// cluster of names with capacity 1 each (the placement ring's owner).
+func managedBy(t *testing.T, prefix string, n int, names []string, managers ...string) []string {
+	var ns []placement.Node
+	for _, name := range names {
+		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
+	}
+	snap, err := placement.NewSnapshot(ns, placement.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := 0; i < 100000 && len(out) < n; i++ {
+		ch := fmt.Sprintf("%s.%d", prefix, i)
+		m, _ := snap.Manager(ch)
+		for _, want := range managers {
+			if string(m) == want {
+				out = append(out, ch)
+			}
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("not %d channels managed by %v", n, managers)
+	}
+	return out
+}

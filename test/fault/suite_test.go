@@ -1,0 +1,114 @@
+//go:build faultsuite
+
+package fault
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildSluice builds cmd/sluice once (without the race detector: the
+// nodes are the system under test, not the test).
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sluice")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/sluice-rtm/sluice/cmd/sluice")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// caseFilter lists the cases to run (SLUICE_FAULT_CASES, comma
+// separated; empty = all).
+func wanted(name string) bool {
+	list := os.Getenv("SLUICE_FAULT_CASES")
+	if list == "" {
+		return true
+	}
+	for _, n := range strings.Split(list, ",") {
+		if strings.TrimSpace(n) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFault runs the fault cases, each on a fresh three-node cluster
+// (nodes a, b, c; the fault always hits c, except where said).
+func TestFault(t *testing.T) {
+	needRoot(t)
+	bin := buildSluice(t)
+	ab := func(t *testing.T, names []string) []string { return managedBy(t, "fault.ab", nchans, names, "a", "b") }
+	byC := func(t *testing.T, names []string) []string { return managedBy(t, "fault.c", nchans, names, "c") }
+	every := func(t *testing.T, names []string) []string {
+		return managedBy(t, "fault.all", nchans, names, "a", "b", "c")
+	}
+	pause := func(tp *topo) {
+		c := tp.nodes[2]
+		c.signal(tp.t, syscall.SIGSTOP)
+		defer c.signal(tp.t, syscall.SIGCONT)
+		time.Sleep(faultFor) // the fault's length
+	}
+	cases := []faultCase{
+		// c only hosts streamlets (placement puts a channel's streamlets
+		// on nodes other than its manager): no client is on c and it
+		// manages none of the channels.
+		{name: "pause-host", chans: ab, pubs: []int{0, 1}, subs: []int{0, 1}, fault: pause},
+		// c manages every channel; clients are on a and b, which host.
+		{name: "pause-manager", chans: byC, pubs: []int{0, 1}, subs: []int{0, 1}, fault: pause},
+		// c is the gateway of a publisher and a subscriber (and hosts
+		// some streamlets); it manages none of the channels.
+		{name: "pause-gateway", chans: ab, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: pause},
+		// c's bridge port down: c is cut off from its peers and clients.
+		{name: "partition", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: func(tp *topo) {
+			c := tp.nodes[2]
+			tp.cut(c)
+			defer tp.heal(c)
+			time.Sleep(faultFor)
+		}},
+		// c's packets to its peers are dropped (nftables); its clients
+		// still reach it and it still hears its peers.
+		{name: "one-way", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: func(tp *topo) {
+			undo := tp.dropToPeers(tp.nodes[2])
+			defer undo()
+			time.Sleep(faultFor)
+		}},
+		// c cut off, then a killed (-9) while c is away; c healed and a
+		// restarted.
+		{name: "kill-during-partition", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: func(tp *topo) {
+			a, c := tp.nodes[0], tp.nodes[2]
+			tp.cut(c)
+			time.Sleep(faultFor / 2)
+			a.kill(tp.t)
+			time.Sleep(faultFor / 2)
+			tp.heal(c)
+			tp.start(a)
+		}},
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Logf("nft not found: the one-way case is skipped (.ci/run installs nftables)")
+	}
+	for _, fc := range cases {
+		if !wanted(fc.name) {
+			continue
+		}
+		t.Run(fc.name, func(t *testing.T) {
+			if fc.name == "one-way" {
+				if _, err := exec.LookPath("nft"); err != nil {
+					t.Skip("one-way partition: needs nft (nftables)")
+				}
+			}
+			runCase(t, bin, fc)
+		})
+	}
+}
