@@ -131,8 +131,8 @@ func (p *pattern) match(name []byte) bool {
 	return pos == len(name)+1
 }
 
-// role is a compiled Role.
-type role struct {
+// compiledRole is a compiled Role.
+type compiledRole struct {
 	name     string
 	pub, sub []pattern
 }
@@ -149,7 +149,7 @@ func matchAny(ps []pattern, name []byte) bool {
 // principal is who a connection authenticated as.
 type principal struct {
 	name string // credential name, "anonymous" for the anonymous role
-	role *role
+	role *compiledRole
 }
 
 // authState is a compiled, immutable AuthConfig. A server holds the
@@ -176,7 +176,7 @@ func compileAuth(a *AuthConfig) (*authState, error) {
 	if a == nil {
 		return nil, nil
 	}
-	roles := make(map[string]*role, len(a.Roles))
+	roles := make(map[string]*compiledRole, len(a.Roles))
 	for i, r := range a.Roles {
 		f := fmt.Sprintf("Auth.Roles[%d]", i)
 		if r.Name == "" {
@@ -185,7 +185,7 @@ func compileAuth(a *AuthConfig) (*authState, error) {
 		if roles[r.Name] != nil {
 			return nil, optErr(f+".Name", "role %q is defined twice", r.Name)
 		}
-		cr := &role{name: r.Name}
+		cr := &compiledRole{name: r.Name}
 		for j, s := range r.Publish {
 			p, err := compilePattern(s)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -19,7 +20,7 @@ func smallStreamlets(o *Options) {
 
 // checkChain verifies the manager's streamlet list for ch: contiguous,
 // only the last open, and covering [Earliest, Next).
-func checkChain(t *testing.T, s *Server, ch string) ChannelInfo {
+func checkChain(t *testing.T, s *Server, ch string) role.ChannelInfo {
 	t.Helper()
 	info, ok := s.mgr.Info(ch, false)
 	if !ok {
@@ -189,7 +190,7 @@ func TestBehaviour3_StreamletLimitsRollOver(t *testing.T) {
 		}
 		// The streamlet is full: it refuses the 8th message, which opens a
 		// second streamlet right after it.
-		if _, err := s.host.Streamlet(info.Streamlets[0].ID).append([]byte("x"), time.Now().UnixNano()); err == nil {
+		if _, err := s.host.Streamlet(info.Streamlets[0].ID).Append([]byte("x"), time.Now().UnixNano()); err == nil {
 			t.Fatal("a full streamlet accepted a write")
 		}
 		pos = append(pos, pub.publish(ch, payloadOf(7)))
@@ -227,7 +228,7 @@ func TestBehaviour3_StreamletLimitsRollOver(t *testing.T) {
 			t.Fatalf("2048 bytes under a 2048 limit took %d streamlets", len(info.Streamlets))
 		}
 		sl := s.host.Streamlet(info.Streamlets[0].ID)
-		if b := sl.buf.Bytes(); b != 2048 {
+		if b := sl.Buf().Bytes(); b != 2048 {
 			t.Fatalf("streamlet stores %d bytes, want 2048", b)
 		}
 		p2 := pub.publish(ch, msgs[2]) // 2048+5 > 2048
@@ -238,7 +239,7 @@ func TestBehaviour3_StreamletLimitsRollOver(t *testing.T) {
 		if p1 != p0+1 || p2 != p1+1 {
 			t.Fatalf("positions %d %d %d", p0, p1, p2)
 		}
-		if b := sl.buf.Bytes(); b > 2048 {
+		if b := sl.Buf().Bytes(); b > 2048 {
 			t.Fatalf("streamlet exceeded its size limit: %d bytes", b)
 		}
 		sub, _ := helloRaw(t, s.Addr())

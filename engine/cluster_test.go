@@ -29,13 +29,13 @@ func startNode(t testing.TB, name string, join []string, mutate func(*Options)) 
 func startCluster3(t testing.TB, mutate func(*Options)) []*Server {
 	t.Helper()
 	a := startNode(t, "a", nil, mutate)
-	seed := []string{a.cl.ml.Load().Addr()}
+	seed := []string{a.cl.GossipAddr()}
 	b := startNode(t, "b", seed, mutate)
 	c := startNode(t, "c", seed, mutate)
 	nodes := []*Server{a, b, c}
 	eventually(t, waitFor, "three members everywhere", func() bool {
 		for _, s := range nodes {
-			if s.cl.alive() != 3 {
+			if s.cl.Alive() != 3 {
 				return false
 			}
 		}
@@ -44,26 +44,12 @@ func startCluster3(t testing.TB, mutate func(*Options)) []*Server {
 	return nodes
 }
 
-// alive counts the members in the node's view (tests).
-func (c *cluster) alive() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	n := 0
-	for name := range c.members {
-		if _, down := c.down[name]; !down {
-			n++
-		}
-	}
-	return n
-}
-
 // kill stops s abruptly, as kill -9 would: no GOAWAY, no membership leave.
 func kill(s *Server) {
 	s.shutting.Store(true)
 	close(s.tickStop)
 	<-s.tickDone
-	close(s.cl.stop)
-	_ = s.cl.ml.Load().Shutdown()
+	s.cl.Halt()
 	_ = s.eng.Stop(context.Background()) // closes every socket, links included
 	<-s.done
 }
@@ -73,7 +59,7 @@ func channelManagedBy(t testing.TB, s *Server, node, prefix string) string {
 	t.Helper()
 	for i := 0; i < 10000; i++ {
 		ch := fmt.Sprintf("%s.%d", prefix, i)
-		if m, _ := s.cl.managerOf(ch); m == node {
+		if m, _ := s.cl.ManagerOf(ch); m == node {
 			return ch
 		}
 	}
@@ -118,7 +104,7 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 			for _, nd := range nodes {
 				nd.mirrors.mu.Lock()
 				for id, m := range nd.mirrors.m {
-					t.Logf("node %s mirror %d of %s: len %d sealed %v", nd.opts.ServerName, id, m.mirror.host, m.buf.Len(), m.buf.Sealed())
+					t.Logf("node %s mirror %d of %s: len %d sealed %v", nd.opts.ServerName, id, m.CopyOf(), m.Buf().Len(), m.Buf().Sealed())
 				}
 				nd.mirrors.mu.Unlock()
 			}
@@ -155,7 +141,7 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 	for _, r := range info.Streamlets {
 		hosts[r.Host]++
 	}
-	mgr, _ := a.cl.managerOf(ch)
+	mgr, _ := a.cl.ManagerOf(ch)
 	if len(hosts) < 2 {
 		t.Fatalf("streamlets of a hot channel on %v (manager %s), want at least 2 nodes", hosts, mgr)
 	}
@@ -190,12 +176,12 @@ func TestCluster_ReplayFromEarliestAcrossNodes(t *testing.T) {
 		t.Fatalf("replay: %v, %d messages, gaps %v", err, len(msgs), gaps)
 	}
 	// The reader node's copies go once nobody there reads the channel.
-	if nodes[2].mirrors.count() == 0 && nodes[2].host.hosted.Load() == 0 {
+	if copies(nodes[2]) == 0 && nodes[2].host.Load().Hosted == 0 {
 		t.Fatal("node c read the channel without a copy or a hosted streamlet")
 	}
 	sub.nc.Close()
 	eventually(t, waitFor, "copies freed after the last reader left", func() bool {
-		return nodes[2].mirrors.count() == 0
+		return copies(nodes[2]) == 0
 	})
 }
 
@@ -381,7 +367,7 @@ func TestCluster_ManagerDiesDuringPublish(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "c", "mgrdeath")
 	failoverRun(t, a, b, c, ch, nil)
-	if m, _ := a.cl.managerOf(ch); m == "c" {
+	if m, _ := a.cl.ManagerOf(ch); m == "c" {
 		t.Fatalf("dead node still manages %q", ch)
 	}
 }
@@ -390,9 +376,9 @@ func TestCluster_RestartedNodeRejoinsAndHosts(t *testing.T) {
 	nodes := startCluster3(t, nil)
 	a, c := nodes[0], nodes[2]
 	kill(c)
-	eventually(t, waitFor, "a sees c gone", func() bool { return a.cl.alive() == 2 })
-	c2 := startNode(t, "c", []string{a.cl.ml.Load().Addr()}, nil)
-	eventually(t, waitFor, "c rejoined", func() bool { return a.cl.alive() == 3 && c2.cl.alive() == 3 })
+	eventually(t, waitFor, "a sees c gone", func() bool { return a.cl.Alive() == 2 })
+	c2 := startNode(t, "c", []string{a.cl.GossipAddr()}, nil)
+	eventually(t, waitFor, "c rejoined", func() bool { return a.cl.Alive() == 3 && c2.cl.Alive() == 3 })
 	pub, _ := helloRaw(t, a.Addr())
 	// Channels managed by a put their streamlets on b or c: some on c.
 	eventually(t, waitFor, "restarted node hosts streamlets", func() bool {
@@ -402,7 +388,7 @@ func TestCluster_RestartedNodeRejoinsAndHosts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return c2.host.hosted.Load() > 0
+		return c2.host.Load().Hosted > 0
 	})
 }
 
@@ -535,7 +521,7 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 		}
 	}
 	for _, s := range nodes {
-		if n := s.cl.linkFailures.Load(); n != 0 {
+		if n := s.cl.LinkFailures(); n != 0 {
 			t.Fatalf("node %s: %d links failed (a peer stopped answering)", s.opts.ServerName, n)
 		}
 	}
@@ -630,4 +616,11 @@ func TestCluster_BurstToRemoteHostKeepsOrder(t *testing.T) {
 			t.Errorf("loop %d still counts %d bytes", l.idx, l.remoteBytes)
 		}
 	})
+}
+
+// copies reports how many gateway copies s holds.
+func copies(s *Server) int {
+	s.mirrors.mu.Lock()
+	defer s.mirrors.mu.Unlock()
+	return len(s.mirrors.m)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -50,7 +52,7 @@ type conn struct {
 	// peer is set when the connection is from a peer node (peer.go);
 	// link when it is this node's connection to a peer (link.go).
 	peer *peerConn
-	link *link
+	link *cluster.Link
 }
 
 // outbound is the number of bytes waiting to be written to the peer.

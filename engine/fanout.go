@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -27,12 +29,8 @@ type gwChan struct {
 	name    string
 	refs    int // loops holding it; guarded by gateway.mu
 	readers []atomic.Pointer[loopChan]
-	// interest is how many loops read the channel, as registered with
-	// its manager mgr (cluster); both guarded by gateway.mu.
-	interest int
-	mgr      string
 	// gen counts changes of the channel's streamlet list announced to
-	// this node (cluster): a loop's cached ChannelInfo older than gen is
+	// this node (cluster): a loop's cached role.ChannelInfo older than gen is
 	// fetched again.
 	gen atomic.Uint64
 }
@@ -90,19 +88,11 @@ func (g *gateway) changed(name string) {
 
 // interest registers delta reading loops of channel gc with its manager.
 func (s *Server) interest(gc *gwChan, delta int) {
-	mgr := s.host.node
-	if s.cl != nil {
-		mgr, _ = s.cl.managerOf(gc.name)
-	}
-	s.gw.mu.Lock()
-	gc.interest += delta
-	gc.mgr = mgr
-	s.gw.mu.Unlock()
 	if s.cl == nil {
-		s.route.Interest(gc.name, s.host.node, delta)
+		s.route.Interest(gc.name, s.host.Node(), delta)
 		return
 	}
-	s.cl.interestAsync(gc.name, delta)
+	s.cl.Interest(gc.name, delta)
 }
 
 // notify wakes the readers of the channel after messages were appended by
@@ -135,9 +125,9 @@ type loopChan struct {
 	// write side: the streamlet of the current write grant when it is
 	// hosted here (w), or the grant when a peer hosts it (rg; the remote
 	// path of remotewrite.go, with its in-flight and pending batches).
-	w        *streamlet
+	w        *host.Streamlet
 	wAfter   uint64 // streamlet whose grant stopped working
-	rg       *Grant
+	rg       *role.Grant
 	inflight *rbatch
 	pend     *rbatch
 	granting bool    // a grant request is in flight (cluster)
@@ -145,7 +135,7 @@ type loopChan struct {
 
 	// cluster: the channel's info as last fetched from its manager, valid
 	// while gc.gen == infoGen; infoPending while a fetch is in flight.
-	info        ChannelInfo
+	info        role.ChannelInfo
 	infoFound   bool
 	infoGen     uint64
 	infoValid   bool
@@ -180,7 +170,7 @@ type sub struct {
 
 // cursor is a read position in a channel and the streamlet holding it.
 type cursor struct {
-	s   *streamlet
+	s   *host.Streamlet
 	pos uint64
 }
 
@@ -199,27 +189,27 @@ func (lc *loopChan) append(payload []byte) (uint64, error) {
 	for attempt := 0; attempt < 8; attempt++ {
 		if lc.w == nil {
 			if err := lc.grant(); err != nil {
-				if errors.Is(err, errStreamletClosed) {
+				if errors.Is(err, role.ErrStreamletClosed) {
 					continue
 				}
 				return 0, err
 			}
 		}
-		pos, err := lc.w.append(payload, lc.l.now)
+		pos, err := lc.w.Append(payload, lc.l.now)
 		if err == nil {
 			return pos, nil
 		}
-		lc.wAfter = lc.w.id
+		lc.wAfter = lc.w.ID()
 		lc.w = nil
 	}
-	return 0, fmt.Errorf("%w: no streamlet of %q takes writes", errStreamletClosed, lc.name)
+	return 0, fmt.Errorf("%w: no streamlet of %q takes writes", role.ErrStreamletClosed, lc.name)
 }
 
 // channelInfo returns the channel's streamlet list. On a single node it
 // asks the manager directly; in a cluster it returns the cached list while
 // no change was announced, else it fetches it off the loop and reports
 // false (the loop delivers again when the answer is in).
-func (lc *loopChan) channelInfo() (ChannelInfo, bool) {
+func (lc *loopChan) channelInfo() (role.ChannelInfo, bool) {
 	srv := lc.l.srv
 	if srv.cl == nil {
 		return srv.route.Info(lc.name, false)
@@ -240,11 +230,11 @@ func (lc *loopChan) channelInfo() (ChannelInfo, bool) {
 			})
 		}()
 	}
-	return ChannelInfo{}, false
+	return role.ChannelInfo{}, false
 }
 
 // cacheInfo keeps info, fetched when the channel's change count was gen.
-func (lc *loopChan) cacheInfo(info ChannelInfo, found bool, gen uint64) {
+func (lc *loopChan) cacheInfo(info role.ChannelInfo, found bool, gen uint64) {
 	lc.info, lc.infoFound, lc.infoGen, lc.infoValid = info, found, gen, true
 }
 
@@ -306,7 +296,7 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 			if ref.Lost {
 				// The host died: read what this node's copy holds, the
 				// rest of the range is lost.
-				if s := l.srv.mirrors.existing(ref.ID); s != nil && ref.ID != 0 && cur.pos < s.first+uint64(s.buf.Len()) {
+				if s := l.srv.mirrors.existing(ref.ID); s != nil && ref.ID != 0 && cur.pos < s.First()+uint64(s.Buf().Len()) {
 					cur.s = s
 				} else {
 					return readResult{kind: readGap, gapTo: ref.End - 1, reason: wire.GapLost}
@@ -316,24 +306,24 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 			}
 		}
 		s := cur.s
-		if cur.pos < s.first || !s.buf.Acquire() {
+		if cur.pos < s.First() || !s.Buf().Acquire() {
 			cur.s = nil
 			continue
 		}
-		sealed := s.buf.Sealed() // before Len: once sealed, Len is final
-		n := s.buf.Len()
-		from := int(cur.pos - s.first)
+		sealed := s.Buf().Sealed() // before Len: once sealed, Len is final
+		n := s.Buf().Len()
+		from := int(cur.pos - s.First())
 		to := n
-		if limit != 0 && limit-s.first < uint64(to) {
-			to = int(limit - s.first)
+		if limit != 0 && limit-s.First() < uint64(to) {
+			to = int(limit - s.First())
 		}
 		if from < to {
 			var end, nb int
-			l.iov, end, nb = s.buf.AppendRun(l.iov[:0], from, to, maxBytes)
+			l.iov, end, nb = s.Buf().AppendRun(l.iov[:0], from, to, maxBytes)
 			l.held = append(l.held, s)
 			return readResult{kind: readData, first: cur.pos, count: end - from, nbytes: nb}
 		}
-		s.buf.Release()
+		s.Buf().Release()
 		if sealed && from >= n {
 			cur.s = nil // continue in the next streamlet
 			continue

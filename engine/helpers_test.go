@@ -555,7 +555,7 @@ func dumpChannel(t testing.TB, s *Server, ch string) {
 		}
 		var curS uint64
 		if lc.live.s != nil {
-			curS = lc.live.s.id
+			curS = lc.live.s.ID()
 		}
 		t.Logf("loop %d: nsubs=%d live=%d catchup=%d live.pos=%d live.s=%d scheduled=%v retry=%v w=%v",
 			l.idx, lc.nsubs, len(lc.liveSubs), len(lc.catchup), lc.live.pos, curS, lc.scheduled.Load(), lc.retry, lc.w != nil)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -20,7 +21,7 @@ func shortLived(ttl time.Duration) func(*Options) {
 	}
 }
 
-func streamletIDs(info ChannelInfo) []uint64 {
+func streamletIDs(info role.ChannelInfo) []uint64 {
 	ids := make([]uint64, len(info.Streamlets))
 	for i, r := range info.Streamlets {
 		ids[i] = r.ID
@@ -32,11 +33,11 @@ func streamletIDs(info ChannelInfo) []uint64 {
 // expired, checking at every look that expiry only removed a prefix of
 // the streamlet list (a later streamlet never goes before an earlier one)
 // and that what was removed is no longer hosted.
-func waitExpired(t *testing.T, s *Server, ch string, upTo uint64) ChannelInfo {
+func waitExpired(t *testing.T, s *Server, ch string, upTo uint64) role.ChannelInfo {
 	t.Helper()
 	info, _ := s.mgr.Info(ch, false)
 	seen := streamletIDs(info)
-	var last ChannelInfo
+	var last role.ChannelInfo
 	eventually(t, waitFor, fmt.Sprintf("positions before %d of %q expire", upTo, ch), func() bool {
 		info, ok := s.mgr.Info(ch, false)
 		if !ok {
@@ -105,7 +106,7 @@ func TestBehaviour7_ClosedStreamletsServeUntilExpiry(t *testing.T) {
 	if info.Next != pl+1 || len(info.Streamlets) != 0 {
 		t.Fatalf("after expiry: %+v, want nothing retained and next %d", info, pl+1)
 	}
-	if n := s.host.hosted.Load(); n != 0 {
+	if n := s.host.Load().Hosted; n != 0 {
 		t.Fatalf("host still holds %d streamlets", n)
 	}
 

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -26,7 +29,7 @@ type loop struct {
 	touched         []*loopChan // channels published to in this iteration
 	dirty           []*conn     // connections with pending output
 	ackers          []*conn     // connections with pending acks
-	held            []*streamlet
+	held            []*host.Streamlet
 	shared          []byte // DATA prefixes referenced by pending output
 	iov             [][]byte
 	closeAfterFlush []*conn
@@ -102,8 +105,8 @@ func (l *loop) end() {
 	hard := 2*l.srv.opts.OutboundLimit + maxBatch + 64
 	for _, c := range l.dirty {
 		if c.link != nil {
-			if !c.closing && c.outbound() > linkBacklog {
-				c.link.fail(fmt.Errorf("%w: %s does not read (%d bytes pending)", errLinkDown, c.link.node, c.outbound()))
+			if !c.closing && c.outbound() > cluster.LinkBacklog {
+				failLink(c, fmt.Errorf("%w: %s does not read (%d bytes pending)", cluster.ErrLinkDown, c.link.Node(), c.outbound()))
 			}
 			continue
 		}
@@ -140,7 +143,7 @@ func (l *loop) flush() {
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
 	for _, s := range l.held {
-		s.buf.Release()
+		s.Buf().Release()
 	}
 	clear(l.held)
 	l.held = l.held[:0]
@@ -190,7 +193,7 @@ func (l *loop) cleanup(c *conn) {
 		closePeer(c)
 	}
 	if c.link != nil {
-		c.link.close(fmt.Errorf("%w: %s: connection closed", errLinkDown, c.link.node))
+		c.link.Closed(fmt.Errorf("%w: %s: connection closed", cluster.ErrLinkDown, c.link.Node()))
 	}
 	for _, s := range c.subs {
 		if !s.pending {
@@ -409,10 +412,10 @@ func (l *loop) flushRun() {
 		_ = lc.grantRetry()
 	}
 	if lc.w != nil && !lc.remoteBusy() {
-		done = lc.w.appendBatch(r.payloads, pos, l.now)
+		done = lc.w.AppendBatch(r.payloads, pos, l.now)
 		if done < n {
 			// The streamlet closed: the rest goes through the grant path.
-			lc.wAfter = lc.w.id
+			lc.wAfter = lc.w.ID()
 			lc.w = nil
 		}
 	}
@@ -446,7 +449,6 @@ func (l *loop) flushRun() {
 	if remote {
 		lc.pump()
 	}
-	l.srv.host.appended.Add(uint64(done))
 	lc.lastUse = l.now
 	if !lc.touched {
 		lc.touched = true

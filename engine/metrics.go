@@ -156,6 +156,7 @@ collect:
 			break collect
 		}
 	}
+	hl := s.host.Load()
 	m := Metrics{
 		Node:        s.opts.ServerName,
 		Connections: sum.conns, TLSConnections: sum.tls, Subscriptions: sum.subs,
@@ -169,9 +170,9 @@ collect:
 		Forbidden:    int64(sum.st.errs[wire.CodeForbidden]),
 		Violations:   make(map[string]int64),
 
-		StreamletsHosted: s.host.hosted.Load(), StreamletsCreated: int64(s.host.nextID.Load()),
-		RetainedBytes: s.host.retained.Load(), RetentionExpired: s.ret.expired.Load(),
-		Channels: int64(s.mgr.channels()), Grants: s.mgr.grants.Load(),
+		StreamletsHosted: hl.Hosted, StreamletsCreated: hl.Created,
+		RetainedBytes: hl.Retained, RetentionExpired: s.ret.expired.Load(),
+		Channels: int64(s.mgr.Channels()), Grants: s.mgr.Grants(),
 		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
 	}
 	for i, r := range rejectReasons {

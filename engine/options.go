@@ -8,7 +8,20 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/role"
 )
+
+// ClusterOptions makes a Server one node of a cluster (package cluster);
+// the node's name is Options.ServerName.
+type ClusterOptions = cluster.Options
+
+// Status is a node's view of the cluster (`sluice cluster status`).
+type Status = cluster.Status
+
+// MemberStatus is one member in a Status.
+type MemberStatus = cluster.MemberStatus
 
 // SlowPolicy says what happens to a subscriber whose connection has more
 // than Options.OutboundLimit bytes waiting to be written.
@@ -114,7 +127,7 @@ type Options struct {
 	// and /readyz over HTTP on this address ("" = none).
 	MetricsListen string
 
-	// Cluster makes the server a node of a cluster (cluster.go); nil runs
+	// Cluster makes the server a node of a cluster; nil runs
 	// every role for every channel in this process alone.
 	Cluster *ClusterOptions
 
@@ -213,7 +226,7 @@ func (o *Options) Validate() error {
 			return optErr(fmt.Sprintf("ChannelRules[%d].Prefix", i), "empty")
 		}
 		l := o.limitsFor(r.Prefix)
-		if err := checkLimits(fmt.Sprintf("ChannelRules[%d].", i), l.msgs, l.size, l.life, l.ttl, o.MaxPayload); err != nil {
+		if err := checkLimits(fmt.Sprintf("ChannelRules[%d].", i), l.Msgs, l.Size, l.Life, l.TTL, o.MaxPayload); err != nil {
 			return err
 		}
 	}
@@ -236,16 +249,10 @@ func checkLimits(prefix string, msgs, size int, life, ttl time.Duration, maxPayl
 	return nil
 }
 
-// limits are the streamlet limits in force for one channel.
-type limits struct {
-	msgs, size int
-	life, ttl  time.Duration
-}
-
 // limitsFor resolves the limits for channel name: the server's values,
 // overridden field by field by the longest matching ChannelRule.
-func (o *Options) limitsFor(name string) limits {
-	l := limits{o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL}
+func (o *Options) limitsFor(name string) role.Limits {
+	l := role.Limits{Msgs: o.LimitMsgs, Size: o.LimitSize, Life: o.LimitLife, TTL: o.TTL}
 	best := -1
 	for i, r := range o.ChannelRules {
 		if strings.HasPrefix(name, r.Prefix) && (best < 0 || len(r.Prefix) > len(o.ChannelRules[best].Prefix)) {
@@ -255,16 +262,16 @@ func (o *Options) limitsFor(name string) limits {
 	if best >= 0 {
 		r := o.ChannelRules[best]
 		if r.LimitMsgs != 0 {
-			l.msgs = r.LimitMsgs
+			l.Msgs = r.LimitMsgs
 		}
 		if r.LimitSize != 0 {
-			l.size = r.LimitSize
+			l.Size = r.LimitSize
 		}
 		if r.LimitLife != 0 {
-			l.life = r.LimitLife
+			l.Life = r.LimitLife
 		}
 		if r.TTL != 0 {
-			l.ttl = r.TTL
+			l.TTL = r.TTL
 		}
 	}
 	return l

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -23,10 +24,10 @@ const maxPeerRequests = 256
 
 // feed streams one hosted streamlet to one peer's copy. It is owned by
 // the peer connection's loop; scheduled is set by whichever goroutine
-// appended to the streamlet.
+// changed the streamlet (Wake).
 type feed struct {
 	c         *conn
-	s         *streamlet
+	s         *host.Streamlet
 	next      int // index of the next record to send
 	done      bool
 	retry     bool
@@ -107,7 +108,7 @@ func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
 		ob = append([]byte(nil), ob...) // gnet's buffer is reused
 		peer, id := c.peer.name, h.ID
 		go func() {
-			status, res, text := cl.serve(peer, op, ob)
+			status, res, text := cl.Serve(peer, op, ob)
 			l.execute(func() {
 				c.peer.requests--
 				if c.closed || c.closing {
@@ -141,7 +142,7 @@ func (l *loop) peerAppend(c *conn, id uint32, body []byte) {
 	switch {
 	case s == nil:
 		res.Status = wire.NodeUnknown
-	case s.epoch != a.Epoch:
+	case s.Epoch() != a.Epoch:
 		res.Status = wire.NodeStale
 	default:
 		payloads := l.peerPayloads[:0]
@@ -152,14 +153,12 @@ func (l *loop) peerAppend(c *conn, id uint32, body []byte) {
 			l.peerPos = make([]uint64, len(payloads))
 		}
 		pos := l.peerPos[:len(payloads)]
-		n := s.appendBatch(payloads, pos, l.now)
+		n := s.AppendBatch(payloads, pos, l.now)
 		res.Done = uint32(n)
 		if n > 0 {
 			res.First = pos[0]
 			l.stats.msgsIn += uint64(n)
-			l.srv.host.appended.Add(uint64(n))
-			l.srv.host.appendedBytes.Add(uint64(len(run)))
-			if gc := l.srv.gw.lookup(s.channel); gc != nil {
+			if gc := l.srv.gw.lookup(s.Channel()); gc != nil {
 				gc.notify(l)
 			}
 		}
@@ -186,10 +185,7 @@ func (l *loop) peerRead(c *conn, id uint64, from int) {
 	}
 	f := &feed{c: c, s: s, next: from}
 	c.peer.feeds[id] = f
-	s.feedMu.Lock()
-	s.feeds = append(s.feeds, f)
-	s.nfeeds.Store(int32(len(s.feeds)))
-	s.feedMu.Unlock()
+	s.AddWaker(f)
 	f.run()
 }
 
@@ -205,32 +201,17 @@ func (f *feed) stop() {
 		return
 	}
 	f.done = true
-	delete(f.c.peer.feeds, f.s.id)
-	s := f.s
-	s.feedMu.Lock()
-	for i, x := range s.feeds {
-		if x == f {
-			s.feeds = append(s.feeds[:i], s.feeds[i+1:]...)
-			break
-		}
-	}
-	s.nfeeds.Store(int32(len(s.feeds)))
-	s.feedMu.Unlock()
+	delete(f.c.peer.feeds, f.s.ID())
+	f.s.RemoveWaker(f)
 }
 
-// wakeFeeds schedules every feed of s on its connection's loop; called
-// after appends, seal and free, from any goroutine.
-func (s *streamlet) wakeFeeds() {
-	if s.nfeeds.Load() == 0 {
-		return
+// Wake schedules the feed on its connection's loop (host.Waker): the
+// streamlet was appended to, sealed or freed. Called from any goroutine,
+// with no lock held.
+func (f *feed) Wake() {
+	if f.scheduled.CompareAndSwap(false, true) {
+		f.c.l.execute(f.task)
 	}
-	s.feedMu.Lock()
-	for _, f := range s.feeds {
-		if f.scheduled.CompareAndSwap(false, true) {
-			f.c.l.execute(f.task)
-		}
-	}
-	s.feedMu.Unlock()
 }
 
 func (f *feed) task() {
@@ -249,27 +230,28 @@ func (f *feed) run() {
 			return
 		}
 		s := f.s
-		if !s.buf.Acquire() {
-			sendFeedNotice(c, s.id, uint32(f.next), wire.FeedGone)
+		buf := s.Buf()
+		if !buf.Acquire() {
+			sendFeedNotice(c, s.ID(), uint32(f.next), wire.FeedGone)
 			f.stop()
 			return
 		}
-		sealed := s.buf.Sealed()
-		n := s.buf.Len()
+		sealed := buf.Sealed()
+		n := buf.Len()
 		if f.next >= n {
-			s.buf.Release()
+			buf.Release()
 			if sealed {
-				sendFeedNotice(c, s.id, uint32(n), wire.FeedSealed)
+				sendFeedNotice(c, s.ID(), uint32(n), wire.FeedSealed)
 				f.stop()
 			}
 			return
 		}
 		var end, nb int
-		l.iov, end, nb = s.buf.AppendRun(l.iov[:0], f.next, n, peerFeedBytes)
+		l.iov, end, nb = buf.AppendRun(l.iov[:0], f.next, n, peerFeedBytes)
 		l.held = append(l.held, s)
 		stamps := l.stamps[:0]
 		for i := f.next; i < end; i++ {
-			stamps = append(stamps, s.buf.Stamp(i))
+			stamps = append(stamps, buf.Stamp(i))
 		}
 		l.stamps = stamps
 		var flags uint8
@@ -278,7 +260,7 @@ func (f *feed) run() {
 		}
 		st, k := c.ownStart()
 		c.scratch = wire.AppendNodeFeedHeader(c.scratch,
-			wire.NodeFeed{Streamlet: s.id, Start: uint32(f.next), Flags: flags}, stamps, nb)
+			wire.NodeFeed{Streamlet: s.ID(), Start: uint32(f.next), Flags: flags}, stamps, nb)
 		c.ownEnd(st, k)
 		for _, b := range l.iov {
 			c.shared(b)

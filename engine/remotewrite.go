@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -82,16 +84,16 @@ func (lc *loopChan) grant() error {
 
 // install makes g the loop's write grant: a streamlet hosted here in lc.w,
 // a peer's in lc.rg.
-func (lc *loopChan) install(g Grant) error {
+func (lc *loopChan) install(g role.Grant) error {
 	srv := lc.l.srv
-	if g.Host != "" && g.Host != srv.host.node {
+	if g.Host != "" && g.Host != srv.host.Node() {
 		lc.w, lc.rg = nil, &g
 		return nil
 	}
 	lc.rg = nil
 	if lc.w = srv.host.Streamlet(g.Streamlet); lc.w == nil {
 		lc.wAfter = g.Streamlet
-		return fmt.Errorf("%w: streamlet %d vanished", errStreamletClosed, g.Streamlet)
+		return fmt.Errorf("%w: streamlet %d vanished", role.ErrStreamletClosed, g.Streamlet)
 	}
 	return nil
 }
@@ -106,22 +108,22 @@ func (lc *loopChan) requestGrant() {
 	l, srv, after := lc.l, lc.l.srv, lc.wAfter
 	go func() {
 		g, err := srv.route.WriteGrant(lc.name, after)
-		if err == nil && g.Host != srv.host.node && srv.cl != nil {
-			srv.cl.link(g.Host) // dial here, not on the loop
+		if err == nil && g.Host != srv.host.Node() && srv.cl != nil {
+			srv.cl.Connect(g.Host) // dial here, not on the loop
 		}
 		l.execute(func() { lc.onGrant(g, err) })
 	}()
 }
 
 // onGrant installs a grant asked for by requestGrant.
-func (lc *loopChan) onGrant(g Grant, err error) {
+func (lc *loopChan) onGrant(g role.Grant, err error) {
 	lc.granting = false
 	if err == nil {
 		err = lc.install(g)
 	}
 	if err != nil && lc.pend != nil {
 		b := lc.pend
-		if b.tries++; b.tries > 8 || !errors.Is(err, errStreamletClosed) {
+		if b.tries++; b.tries > 8 || !errors.Is(err, role.ErrStreamletClosed) {
 			lc.pend = nil
 			lc.failBatch(b, wire.CodeUnavailable, err.Error())
 		}
@@ -146,11 +148,8 @@ func (lc *loopChan) pump() {
 			continue
 		}
 		g := lc.rg
-		var l *link
-		if cl := lc.l.srv.cl; cl != nil {
-			l = cl.existingLink(g.Host)
-		}
-		if l == nil {
+		cl := lc.l.srv.cl
+		if cl == nil {
 			lc.retire(b)
 			continue
 		}
@@ -159,22 +158,16 @@ func (lc *loopChan) pump() {
 		}
 		lc.inflight = b
 		lp := lc.l
-		n := b.len()
-		err := l.queue(func(dst []byte, id uint32) []byte {
-			dst = wire.AppendNodeAppendHeader(dst, id, wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch,
-				Count: uint32(n)}, len(b.run))
-			return append(dst, b.run...)
-		}, func(h wire.Header, body []byte, err error) {
-			var res wire.NodeAppended
-			if err == nil {
-				if h.Type != wire.TypeNodeAppended {
-					err = fmt.Errorf("%w: answered %v to NODE_APPEND", errLinkDown, h.Type)
-				} else {
-					res, err = wire.DecodeNodeAppended(body)
-				}
-			}
+		err := cl.Append(*g, b.len(), b.run, func(res wire.NodeAppended, err error) {
 			lp.execute(func() { lc.appended(b, g, res, err) })
 		})
+		if errors.Is(err, cluster.ErrNoLink) {
+			// No link to the host: retire puts b back in front of
+			// the rest (a split tail included) for a new grant.
+			lc.inflight = nil
+			lc.retire(b)
+			continue
+		}
 		if err != nil {
 			lc.inflight = nil
 			lc.failBatch(b, wire.CodeUnavailable, err.Error())
@@ -239,7 +232,7 @@ func (lc *loopChan) prepend(a, b *rbatch) *rbatch {
 }
 
 // appended handles the host's answer to b (on the loop).
-func (lc *loopChan) appended(b *rbatch, g *Grant, res wire.NodeAppended, err error) {
+func (lc *loopChan) appended(b *rbatch, g *role.Grant, res wire.NodeAppended, err error) {
 	lc.inflight = nil
 	if err != nil {
 		// The host failed with the batch in flight: whether it was
@@ -326,13 +319,12 @@ func (lc *loopChan) appendLocal(b *rbatch) {
 	i, run := 0, b.run
 	for i < b.len() && lc.w != nil {
 		rec, rest, _ := wire.NextRecord(run)
-		pos, err := lc.w.append(rec, l.now)
+		pos, err := lc.w.Append(rec, l.now)
 		if err != nil {
-			lc.wAfter = lc.w.id
+			lc.wAfter = lc.w.ID()
 			lc.w = nil
 			break
 		}
-		l.srv.host.appended.Add(1)
 		l.remoteBytes -= wire.RecordHeaderLen + len(rec)
 		lc.ack(b, i, i+1, pos)
 		i++

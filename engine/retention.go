@@ -4,6 +4,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/role"
 )
 
 // retention enforces Options.MaxRetained, the node's budget of message
@@ -28,8 +31,9 @@ import (
 // the open streamlets. In a cluster the expiries, which are requests to
 // other nodes, run on one goroutine of their own, one sweep at a time.
 // The node's footprint is summed as buffers grow and are recycled
-// (localHost.retained), so a check under the budget costs one atomic load;
-// only a node over its budget walks its streamlets to choose what to expire.
+// (host.Host.Retained), so a check under the budget costs one atomic load;
+// only a node over its budget walks its streamlets to choose what to expire
+// (host.ChooseExpired).
 type retention struct {
 	busy    atomic.Bool  // a sweep's expiries are running
 	reaping atomic.Bool  // reapOrphans is running
@@ -39,89 +43,16 @@ type retention struct {
 // retentionInterval is how often the budget is checked.
 const retentionInterval = 50 * time.Millisecond
 
-// retained is one sealed streamlet or copy that the budget may expire.
-type retained struct {
-	seq uint64 // streamlet.sealSeq
-	fp  int    // its footprint
-	s   *streamlet
-}
-
-// footprint returns the bytes held by the host's streamlets and appends
-// the sealed ones to *cands.
-func (h *localHost) footprint(cands *[]retained) int64 {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return sealedOf(h.streamlets, cands)
-}
-
-// footprint is localHost.footprint for the gateway copies.
-func (ms *mirrorSet) footprint(cands *[]retained) int64 {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	return sealedOf(ms.m, cands)
-}
-
-// sealedOf returns the bytes held by the streamlets of m and appends the
-// sealed ones to *cands; the caller holds m's lock.
-func sealedOf(m map[uint64]*streamlet, cands *[]retained) int64 {
-	var total int64
-	for _, s := range m {
-		fp := s.buf.Footprint()
-		total += int64(fp)
-		if seq := s.sealSeq.Load(); seq != 0 && s.buf.Sealed() {
-			*cands = append(*cands, retained{seq, fp, s})
-		}
-	}
-	return total
-}
-
-// drop frees copy s now, unless it was replaced or dropped meanwhile.
-func (ms *mirrorSet) drop(s *streamlet) bool {
-	ms.mu.Lock()
-	if ms.m[s.id] != s {
-		ms.mu.Unlock()
-		return false
-	}
-	delete(ms.m, s.id)
-	ms.mu.Unlock()
-	s.mu.Lock()
-	s.buf.Seal()
-	s.buf.Free()
-	s.mu.Unlock()
-	return true
-}
-
-// chooseExpired returns the candidates to expire, oldest seal first, so
-// that total minus their footprints fits in budget (all of them when it
-// cannot). It reorders cands.
-func chooseExpired(total, budget int64, cands []retained) []retained {
-	slices.SortFunc(cands, func(a, b retained) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
-	k := 0
-	for k < len(cands) && total > budget {
-		total -= int64(cands[k].fp)
-		k++
-	}
-	return cands[:k]
-}
-
 // retentionSweep checks the budget and expires what exceeds it (see
 // retention). Called by the ticker.
 func (s *Server) retentionSweep() {
 	budget := int64(s.opts.MaxRetained)
-	if total := s.host.retained.Load(); budget <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
+	if total := s.host.Retained(); budget <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
 		return
 	}
-	var cands []retained
-	total := s.host.footprint(&cands) + s.mirrors.footprint(&cands)
-	victims := chooseExpired(total, budget, cands)
+	var cands []host.Retained
+	total := s.host.Footprint(&cands) + s.mirrors.footprint(&cands)
+	victims := host.ChooseExpired(total, budget, cands)
 	if s.cl == nil {
 		s.expire(victims)
 		return
@@ -132,21 +63,22 @@ func (s *Server) retentionSweep() {
 // expire drops the victims that are gateway copies and asks the managers to
 // expire the hosted ones: one request per channel, through its newest
 // victim (the list is oldest first). It ends the sweep.
-func (s *Server) expire(victims []retained) {
+func (s *Server) expire(victims []host.Retained) {
 	defer s.ret.busy.Store(false)
 	through := make(map[string]uint64)
 	var order []string
 	for _, v := range victims {
-		if v.s.mirror != nil {
-			if s.mirrors.drop(v.s) {
+		if v.S.CopyOf() != "" {
+			if s.mirrors.drop(v.S) {
 				s.ret.expired.Add(1)
 			}
 			continue
 		}
-		if _, ok := through[v.s.channel]; !ok {
-			order = append(order, v.s.channel)
+		ch := v.S.Channel()
+		if _, ok := through[ch]; !ok {
+			order = append(order, ch)
 		}
-		through[v.s.channel] = v.s.id
+		through[ch] = v.S.ID()
 	}
 	for _, ch := range order {
 		if s.stopped.Load() {
@@ -181,18 +113,11 @@ func (s *Server) reapOrphans() {
 	if s.cl == nil || !s.ret.reaping.CompareAndSwap(false, true) {
 		return
 	}
-	now := time.Now().UnixNano()
-	skew := s.cl.skew()
-	old := make(map[string][]uint64)
-	s.host.mu.RLock()
-	for id, st := range s.host.streamlets {
-		at := st.sealedAt.Load()
-		l := s.opts.limitsFor(st.channel)
-		if at != 0 && now-at > int64(l.life+l.ttl+skew+orphanGrace) {
-			old[st.channel] = append(old[st.channel], id)
-		}
-	}
-	s.host.mu.RUnlock()
+	skew := s.cl.Skew()
+	old := s.host.SealedBefore(s.clock().UnixNano(), func(channel string) time.Duration {
+		l := s.opts.limitsFor(channel)
+		return l.Life + l.TTL + skew + orphanGrace
+	})
 	if len(old) == 0 {
 		s.ret.reaping.Store(false)
 		return
@@ -203,12 +128,12 @@ func (s *Server) reapOrphans() {
 			if s.stopped.Load() {
 				return
 			}
-			info, found, err := s.cl.info(ch, false)
+			info, found, err := s.cl.Info(ch, false)
 			if err != nil || !found {
 				continue
 			}
 			for _, id := range ids {
-				if !slices.ContainsFunc(info.Streamlets, func(r StreamletRef) bool { return r.ID == id }) {
+				if !slices.ContainsFunc(info.Streamlets, func(r role.StreamletRef) bool { return r.ID == id }) {
 					s.host.Free(id)
 					s.log.Warn("freed a streamlet its manager no longer lists", "channel", ch, "streamlet", id)
 				}

@@ -3,80 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
-
-// TestExpireThroughRemovesAPrefix: the manager's early expiry removes the
-// closed streamlets up to and including the one named, never the open one,
-// and nothing for an id it does not list as closed.
-func TestExpireThroughRemovesAPrefix(t *testing.T) {
-	list := func() *chanState {
-		return &chanState{next: 40, list: []StreamletRef{
-			{ID: 0, First: 1, End: 10, Closed: true, Lost: true}, // a hole
-			{ID: 11, First: 10, End: 20, Closed: true},
-			{ID: 12, First: 20, End: 30, Closed: true},
-			{ID: 13, First: 30, End: 40, Closed: true},
-			{ID: 14, First: 40},
-		}}
-	}
-	for _, tc := range []struct {
-		through uint64
-		gone    []uint64 // ids expired, in order
-		first   uint64   // First of the list after
-	}{
-		{12, []uint64{0, 11, 12}, 30},
-		{13, []uint64{0, 11, 12, 13}, 40},
-		{11, []uint64{0, 11}, 20},
-		{14, nil, 1}, // open: never
-		{99, nil, 1}, // unknown
-		{0, nil, 1},  // holes are not named
-	} {
-		cs := list()
-		var ids []uint64
-		for _, r := range cs.expireThrough(tc.through, nil) {
-			ids = append(ids, r.ID)
-		}
-		if !slices.Equal(ids, tc.gone) || cs.list[0].First != tc.first {
-			t.Errorf("through %d: expired %v, list starts at %d; want %v and %d", tc.through, ids, cs.list[0].First, tc.gone, tc.first)
-		}
-	}
-}
-
-// TestChooseExpiredOldestSealFirst: victims are taken in seal order until
-// the rest fits, and all of them when it cannot.
-func TestChooseExpiredOldestSealFirst(t *testing.T) {
-	cands := func() []retained {
-		return []retained{{seq: 7, fp: 10}, {seq: 2, fp: 30}, {seq: 5, fp: 20}, {seq: 9, fp: 40}}
-	}
-	seqs := func(v []retained) []uint64 {
-		var out []uint64
-		for _, r := range v {
-			out = append(out, r.seq)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		total, budget int64
-		want          []uint64
-	}{
-		{100, 100, nil},
-		{100, 99, []uint64{2}},
-		{100, 70, []uint64{2}},
-		{100, 69, []uint64{2, 5}},
-		{150, 90, []uint64{2, 5, 7}}, // 150-30-20-10 = 90
-		{150, 60, []uint64{2, 5, 7, 9}},
-		{150, 10, []uint64{2, 5, 7, 9}},
-		{500, 10, []uint64{2, 5, 7, 9}}, // open streamlets alone exceed it
-	} {
-		if got := seqs(chooseExpired(tc.total, tc.budget, cands())); !slices.Equal(got, tc.want) {
-			t.Errorf("total %d budget %d: %v, want %v", tc.total, tc.budget, got, tc.want)
-		}
-	}
-}
 
 // retentionOpts: 16 KiB streamlets that never close by lease or expire by
 // TTL during a test, so that only the budget expires them.
@@ -109,12 +42,12 @@ func publishKiB(t *testing.T, c *rawConn, ch string, n int) []uint64 {
 // overBudget reports how far the node's sealed history exceeds budget
 // (open streamlets do not count: the budget never expires them).
 func overBudget(s *Server, budget int) int64 {
-	var sealed []retained
-	s.host.footprint(&sealed)
+	var sealed []host.Retained
+	s.host.Footprint(&sealed)
 	s.mirrors.footprint(&sealed)
 	var n int64
 	for _, r := range sealed {
-		n += int64(r.fp)
+		n += int64(r.FP)
 	}
 	return n - int64(budget)
 }
@@ -188,8 +121,8 @@ func TestRetention_UnderBudgetOrDisabledKeepsHistory(t *testing.T) {
 				t.Fatalf("%d expired", n)
 			}
 			// The running sum the check reads is the walk's total.
-			var c []retained
-			if sum, walk := s.host.retained.Load(), s.host.footprint(&c)+s.mirrors.footprint(&c); sum != walk || sum <= 0 {
+			var c []host.Retained
+			if sum, walk := s.host.Retained(), s.host.Footprint(&c)+s.mirrors.footprint(&c); sum != walk || sum <= 0 {
 				t.Fatalf("retained account %d, walked footprint %d", sum, walk)
 			}
 			if budget == 0 && overBudget(s, 384<<10) <= 0 {
@@ -258,7 +191,7 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 	listed := info.Streamlets[0]
 	var host *Server
 	for _, s := range nodes {
-		if s.cl.self == listed.Host {
+		if s.opts.ServerName == listed.Host {
 			host = s
 		}
 	}
@@ -266,8 +199,8 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 		t.Fatalf("first streamlet %+v", listed)
 	}
 	// An orphan on the same host: hosted, sealed, in no list.
-	orphan := host.host.newID()
-	if err := host.host.HostStreamlet(Grant{Channel: ch, Epoch: info.Epoch, Streamlet: orphan, Host: listed.Host,
+	orphan := host.host.NewID()
+	if err := host.host.HostStreamlet(role.Grant{Channel: ch, Epoch: info.Epoch, Streamlet: orphan, Host: listed.Host,
 		First: 1, LimitMsgs: 10, LimitSize: 1 << 20, LeaseEnd: time.Now().Add(time.Hour).UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,8 +208,8 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	longAgo := time.Now().Add(-24 * time.Hour).UnixNano()
-	host.host.Streamlet(orphan).sealedAt.Store(longAgo)
-	host.host.Streamlet(listed.ID).sealedAt.Store(longAgo)
+	host.host.Streamlet(orphan).Backdate(longAgo)
+	host.host.Streamlet(listed.ID).Backdate(longAgo)
 
 	eventually(t, waitFor, "the orphan freed", func() bool {
 		// Start a pass only when none runs, and judge only between passes
@@ -310,11 +243,11 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 // one atomic load, no walk.
 func BenchmarkRetentionSweep(b *testing.B) {
 	o := DefaultOptions()
-	s := &Server{opts: o, host: newLocalHost("n")}
+	s := &Server{opts: o, host: host.New("n", time.Now), clock: time.Now}
 	s.mirrors = newMirrorSet(s)
 	for i := 0; i < 100_000; i++ {
-		id := s.host.newID()
-		if err := s.host.HostStreamlet(Grant{Channel: fmt.Sprintf("c%d", i), Streamlet: id, First: 1,
+		id := s.host.NewID()
+		if err := s.host.HostStreamlet(role.Grant{Channel: fmt.Sprintf("c%d", i), Streamlet: id, First: 1,
 			LimitMsgs: 10, LimitSize: 1 << 10, LeaseEnd: time.Now().Add(time.Hour).UnixNano()}); err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,10 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/manager"
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -29,13 +33,13 @@ type Server struct {
 	maxBody uint32
 	welcome wire.Welcome
 
-	host *localHost
-	mgr  *localManager
+	host *host.Host
+	mgr  *manager.Manager
 	gw   *gateway
 	// route is the Manager the gateway calls: mgr on a single node, the
 	// cluster's router (to each channel's manager node) in a cluster.
-	route   Manager
-	cl      *cluster // nil on a single node
+	route   role.Manager
+	cl      *cluster.Cluster // nil on a single node
 	mirrors *mirrorSet
 	ret     retention
 	// peerMaxBody is the body limit on node-to-node connections.
@@ -90,14 +94,18 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.maxBody = wire.MaxBodyFor(uint32(opts.MaxPayload))
-	s.host = newLocalHost(opts.ServerName)
-	s.mgr = newLocalManager(&s.opts, s.host, s.clock)
+	s.host = host.New(opts.ServerName, s.clock)
+	s.mgr = manager.New(manager.Config{Node: opts.ServerName, Host: s.host, NewID: s.host.NewID,
+		Limits: s.opts.limitsFor, Clock: s.clock})
 	s.gw = newGateway(opts.Loops)
 	s.route = s.mgr
 	s.mirrors = newMirrorSet(s)
 	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
 	if opts.Cluster != nil {
-		s.newCluster()
+		s.cl = cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName,
+			Manager: s.mgr, Host: s.host, Gateway: clusterGateway{s}, Transport: transport{s},
+			Log: s.log, Clock: s.clock})
+		s.route = s.cl.Router()
 	}
 
 	h := &handler{srv: s}
@@ -128,7 +136,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if opts.Cluster != nil {
-		if err := s.startCluster(); err != nil {
+		if err := s.cl.Start(s.addr); err != nil {
 			s.stopTLSAccept()
 			s.stopMetrics()
 			_ = s.eng.Stop(context.Background())
@@ -162,8 +170,8 @@ func (s *Server) setNodes(addrs []string) {
 // streamletFor returns the streamlet ref of channel for reading: the
 // hosted one when this node hosts it, else this node's copy, created and
 // fed by the host on first use.
-func (s *Server) streamletFor(channel string, ref StreamletRef) *streamlet {
-	if s.cl == nil || ref.Host == s.host.node {
+func (s *Server) streamletFor(channel string, ref role.StreamletRef) *host.Streamlet {
+	if s.cl == nil || ref.Host == s.host.Node() {
 		return s.host.Streamlet(ref.ID)
 	}
 	return s.mirrors.get(channel, ref)
@@ -175,7 +183,7 @@ func (s *Server) Cluster() (st Status, ok bool) {
 	if s.cl == nil {
 		return Status{}, false
 	}
-	return s.cl.status(), true
+	return s.cl.Status(), true
 }
 
 // Addr returns the address the server listens on, with the port chosen
@@ -224,8 +232,9 @@ func (s *Server) ticker() {
 			return
 		case <-rt.C:
 			s.retentionSweep()
-		case now := <-t.C:
-			s.mgr.tick(now)
+		case <-t.C:
+			now := s.clock()
+			s.mgr.Tick(now)
 			s.mirrors.sweep(now.UnixNano())
 			s.reapOrphans()
 			for _, l := range s.loopList() {
@@ -266,7 +275,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.tickStop)
 	<-s.tickDone
 	if s.cl != nil {
-		s.cl.shutdown()
+		s.cl.Shutdown()
 	}
 	var wg sync.WaitGroup
 	for _, l := range s.loopList() {
@@ -380,13 +389,13 @@ func boundAddr(eng gnet.Engine) (string, error) {
 
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := h.srv
-	if lk, ok := gc.Context().(*link); ok {
-		// An outbound node link enrolled by dialLink (link.go).
+	if lk, ok := gc.Context().(*cluster.Link); ok {
+		// An outbound node link enrolled by transport.Enroll (nodelink.go).
 		l := s.loopOf(gc.EventLoop())
 		c := l.open(gc)
 		s.conns.Add(1)
 		c.hello, c.link = true, lk
-		if !lk.attach(c) {
+		if !lk.Attach(linkConn{c}) {
 			c.closing = true
 			return nil, gnet.Close
 		}

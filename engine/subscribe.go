@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
 // startPosition resolves a SUBSCRIBE start against the channel's state at
 // now (unix ns). It is pure apart from reading stamps of hosted streamlets
 // for StartSince.
-func (srv *Server) startPosition(sb wire.Subscribe, info *ChannelInfo, now int64) uint64 {
+func (srv *Server) startPosition(sb wire.Subscribe, info *role.ChannelInfo, now int64) uint64 {
 	switch sb.Start {
 	case wire.StartEarliest:
 		return info.Earliest
@@ -31,22 +32,22 @@ func (srv *Server) startPosition(sb wire.Subscribe, info *ChannelInfo, now int64
 
 // positionSince returns the first retained position published at or after
 // t (unix ns), or info.Next when there is none.
-func (srv *Server) positionSince(channel string, info *ChannelInfo, t int64) uint64 {
+func (srv *Server) positionSince(channel string, info *role.ChannelInfo, t int64) uint64 {
 	for _, ref := range info.Streamlets {
 		if ref.Lost {
 			continue
 		}
 		s := srv.streamletFor(channel, ref)
-		if s == nil || !s.buf.Acquire() {
+		if s == nil || !s.Buf().Acquire() {
 			continue
 		}
-		n := s.buf.Len()
-		if n > 0 && s.buf.Stamp(n-1) >= t {
-			i := s.buf.SearchStamp(t)
-			s.buf.Release()
-			return s.first + uint64(i)
+		n := s.Buf().Len()
+		if n > 0 && s.Buf().Stamp(n-1) >= t {
+			i := s.Buf().SearchStamp(t)
+			s.Buf().Release()
+			return s.First() + uint64(i)
 		}
-		s.buf.Release()
+		s.Buf().Release()
 	}
 	return info.Next
 }
@@ -107,7 +108,7 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 }
 
 // subscribeWith completes SUBSCRIBE with the channel's info.
-func (l *loop) subscribeWith(c *conn, reqID uint32, sb wire.Subscribe, lc *loopChan, su *sub, info ChannelInfo) {
+func (l *loop) subscribeWith(c *conn, reqID uint32, sb wire.Subscribe, lc *loopChan, su *sub, info role.ChannelInfo) {
 	srv := l.srv
 	if lc.nsubs == 0 {
 		lc.live = cursor{pos: info.Next}

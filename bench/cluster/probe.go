@@ -5,7 +5,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/sluice-rtm/sluice/engine"
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -107,7 +107,7 @@ func (p *Probe) roundTrip(op wire.NodeOp, body []byte) ([]byte, error) {
 const hostedMinLen = 8 + 8 + 8 + 4 + 1 + 8 + 1 + 8 + 4
 
 // List returns the streamlets of channel that the node hosts (LIST).
-func (p *Probe) List(channel string) ([]engine.Hosted, error) {
+func (p *Probe) List(channel string) ([]role.Hosted, error) {
 	var e wire.NodeEnc
 	e.Str8(channel)
 	b, err := p.call(wire.OpList, e.B)
@@ -122,9 +122,9 @@ func (p *Probe) List(channel string) ([]engine.Hosted, error) {
 	if d.Err() != nil {
 		return nil, fmt.Errorf("%w: %s: LIST: %v", ErrProbe, p.node, d.Err())
 	}
-	out := make([]engine.Hosted, 0, n)
+	out := make([]role.Hosted, 0, n)
 	for i := 0; i < n; i++ {
-		h := engine.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: p.node}
+		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: p.node}
 		h.Sealed = d.U8()&1 != 0
 		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
 		out = append(out, h)

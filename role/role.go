@@ -1,11 +1,20 @@
-package engine
+// Package role holds the types the three roles of a Sluice node (BRIEF.md,
+// "How it works": gateway, channel manager, streamlet host) exchange: write
+// grants, streamlet lists, channel info, hosts' reports, the Manager and
+// Host interfaces and their errors. It imports nothing from the project.
+//
+// Implementations: package manager (the channel manager), package host
+// (the streamlet host) and package cluster (the same interfaces reached
+// over node links). The gateway (package engine) never calls a Manager
+// directly: it asks through the asynchronous control plane (engine's
+// plane.go), which is a direct call on a single node and a routed request
+// in a cluster.
+package role
 
-import "errors"
-
-// The three roles of the design (BRIEF.md, "How it works") talk through the
-// narrow interfaces in this file. In one process the calls are direct method
-// calls on localManager and localHost; the cluster puts a network transport
-// behind the same interfaces without changing the gateway.
+import (
+	"errors"
+	"time"
+)
 
 // Grant is the channel manager's permission to write one streamlet (or to
 // read it, for readers). It names the streamlet, its host, the position of
@@ -104,7 +113,7 @@ type Host interface {
 	// manager rebuilding the channel knows whether a later streamlet may
 	// exist); sealing a sealed streamlet only records succ. Recording a
 	// successor is a compare-and-set: when the streamlet already names a
-	// different one, Seal fails with errSuccessorTaken.
+	// different one, Seal fails with ErrSuccessorTaken.
 	Seal(id, succ uint64, succHost string) (end uint64, err error)
 	// Free releases streamlet id's memory once its readers are done.
 	Free(id uint64)
@@ -130,20 +139,30 @@ type Hosted struct {
 	Lost bool
 }
 
+// Limits are the streamlet limits in force for one channel: a streamlet
+// closes for writes at Msgs messages, when the next message would take it
+// over Size stored bytes, or when its write lease of Life ends; a closed
+// streamlet is freed TTL after it closed.
+type Limits struct {
+	Msgs, Size int
+	Life, TTL  time.Duration
+}
+
 // Errors of the roles.
 var (
-	// errStreamletClosed: the streamlet refused a write because it is full,
+	// ErrStreamletClosed: the streamlet refused a write because it is full,
 	// sealed or its lease ended; ask for a new grant.
-	errStreamletClosed = errors.New("engine: streamlet closed for writes")
-	// errUnknownStreamlet: the host does not hold that streamlet.
-	errUnknownStreamlet = errors.New("engine: unknown streamlet")
-	// errSuccessorTaken: Seal was asked to record a successor, but the
+	ErrStreamletClosed = errors.New("sluice: streamlet closed for writes")
+	// ErrUnknownStreamlet: the host does not hold that streamlet.
+	ErrUnknownStreamlet = errors.New("sluice: unknown streamlet")
+	// ErrSuccessorTaken: Seal was asked to record a successor, but the
 	// streamlet already has another one: a second manager continued the
 	// channel, and the asking manager's state is stale.
-	errSuccessorTaken = errors.New("engine: streamlet already has a successor")
-	// errChannelMoved: the manager found its state for the channel stale
-	// (errSuccessorTaken); asking again rebuilds it.
-	errChannelMoved = errors.New("engine: channel continued by another manager")
-	// ErrShuttingDown is returned once Shutdown has begun.
-	ErrShuttingDown = errors.New("engine: shutting down")
+	ErrSuccessorTaken = errors.New("sluice: streamlet already has a successor")
+	// ErrChannelMoved: the manager found its state for the channel stale
+	// (ErrSuccessorTaken); asking again rebuilds it.
+	ErrChannelMoved = errors.New("sluice: channel continued by another manager")
+	// ErrNoHost: no live node could host a new streamlet (or, in a
+	// cluster, no live node manages the channel).
+	ErrNoHost = errors.New("sluice: no host available")
 )

@@ -1,16 +1,17 @@
-package engine
+package manager
 
 import (
-	"errors"
-	"strings"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-func testLimits() limits {
-	return limits{msgs: 10, size: 1 << 20, life: time.Second, ttl: 10 * time.Second}
+func testLimits() role.Limits {
+	return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: 10 * time.Second}
 }
 
 // checkInvariants verifies the invariants documented on chanState.
@@ -60,14 +61,14 @@ func TestChanState_OpenCloseExpireLifecycle(t *testing.T) {
 	cs := newChanState(t0, l)
 	base := cs.next
 	ns := t0.UnixNano()
-	ttl := int64(l.ttl)
+	ttl := int64(l.TTL)
 
 	a := cs.addOpen(1, "h", ns)
-	if a.First != base || a.LeaseEnd != ns+int64(l.life) || a.Closed {
+	if a.First != base || a.LeaseEnd != ns+int64(l.Life) || a.Closed {
 		t.Fatalf("opened %+v", a)
 	}
 	if g := cs.grantFor("ch", a); g.Streamlet != 1 || g.First != base || g.Epoch != cs.epoch ||
-		g.LimitMsgs != l.msgs || g.LimitSize != l.size || g.LeaseEnd != a.LeaseEnd || g.Channel != "ch" {
+		g.LimitMsgs != l.Msgs || g.LimitSize != l.Size || g.LeaseEnd != a.LeaseEnd || g.Channel != "ch" {
 		t.Fatalf("grant %+v", g)
 	}
 	if info := cs.info(4); info.Next != base+4 || info.Earliest != base {
@@ -113,23 +114,23 @@ func TestChanState_OpenCloseExpireLifecycle(t *testing.T) {
 	}
 
 	// Expiry removes a prefix, in order, never the open streamlet.
-	if got := cs.expire(ns+10+ttl-1, nil); len(got) != 0 {
+	if got := cs.expireRefs(ns+10+ttl-1, nil); len(got) != 0 {
 		t.Fatalf("expired %v before any TTL passed", got)
 	}
-	got := cs.expire(ns+10+ttl, nil)
-	if len(got) != 2 || got[0] != 1 || got[1] != 2 {
+	got := cs.expireRefs(ns+10+ttl, nil)
+	if len(got) != 2 || got[0].ID != 1 || got[1].ID != 2 {
 		t.Fatalf("expired %v, want [1 2]", got)
 	}
 	checkInvariants(t, cs)
-	got = cs.expire(ns+1<<50, got[:0])
-	if len(got) != 1 || got[0] != 3 || len(cs.list) != 1 || cs.list[0].ID != 4 {
+	got = cs.expireRefs(ns+1<<50, got[:0])
+	if len(got) != 1 || got[0].ID != 3 || len(cs.list) != 1 || cs.list[0].ID != 4 {
 		t.Fatalf("expired %v, left %+v; want [3] and the open streamlet", got, cs.list)
 	}
 	if info := cs.info(0); info.Earliest != base+9 || info.Next != base+9 {
 		t.Fatalf("info %+v", info)
 	}
 	cs.close(4, base+12, ns+70)
-	cs.expire(ns+1<<50, nil)
+	cs.expireRefs(ns+1<<50, nil)
 	if info := cs.info(0); len(info.Streamlets) != 0 || info.Earliest != base+12 || info.Next != base+12 {
 		t.Fatalf("all expired: %+v, want earliest = next = %d", info, base+12)
 	}
@@ -149,16 +150,16 @@ func TestChanState_ExpiryNeverSkipsAnEarlierStreamlet(t *testing.T) {
 	// Even if a later entry claims an earlier expiry (which close never
 	// produces), expire stops at the first entry that has not expired.
 	cs := newChanState(t0, testLimits())
-	cs.list = []StreamletRef{
+	cs.list = []role.StreamletRef{
 		{ID: 1, First: 10, End: 20, Closed: true, Expires: 500},
 		{ID: 2, First: 20, End: 30, Closed: true, Expires: 100},
 		{ID: 3, First: 30, End: 40, Closed: true, Expires: 600},
 	}
 	cs.next = 40
-	if got := cs.expire(200, nil); len(got) != 0 {
+	if got := cs.expireRefs(200, nil); len(got) != 0 {
 		t.Fatalf("expired %v: a later streamlet went before an earlier one", got)
 	}
-	if got := cs.expire(550, nil); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+	if got := cs.expireRefs(550, nil); len(got) != 2 || got[0].ID != 1 || got[1].ID != 2 {
 		t.Fatalf("expired %v, want [1 2]", got)
 	}
 }
@@ -169,34 +170,6 @@ func TestChanState_CloseClampsEnd(t *testing.T) {
 	cs.close(1, a.First-5, 1)
 	if cs.list[0].End != a.First || cs.next != a.First {
 		t.Fatalf("end before first not clamped: %+v next %d", cs.list[0], cs.next)
-	}
-}
-
-func TestChannelInfo_Locate(t *testing.T) {
-	info := ChannelInfo{Earliest: 100, Next: 117, Streamlets: []StreamletRef{
-		{ID: 1, First: 100, End: 107, Closed: true},
-		{ID: 2, First: 107, End: 107, Closed: true}, // empty
-		{ID: 3, First: 107, End: 114, Closed: true},
-		{ID: 4, First: 114}, // open, 3 messages
-	}}
-	for _, tc := range []struct {
-		p    uint64
-		want int
-	}{
-		{0, -1}, {99, -1}, {100, 0}, {106, 0}, {107, 2}, {113, 2},
-		{114, 3}, {116, 3}, {117, -1}, {1 << 62, -1},
-	} {
-		if got := info.Locate(tc.p); got != tc.want {
-			t.Errorf("Locate(%d) = %d, want %d", tc.p, got, tc.want)
-		}
-	}
-	closed := ChannelInfo{Earliest: 100, Next: 107, Streamlets: []StreamletRef{{ID: 1, First: 100, End: 107, Closed: true}}}
-	if got := closed.Locate(107); got != -1 {
-		t.Errorf("Locate past a closed end = %d", got)
-	}
-	var empty ChannelInfo
-	if got := empty.Locate(1); got != -1 {
-		t.Errorf("Locate in an empty channel = %d", got)
 	}
 }
 
@@ -225,98 +198,38 @@ func TestPositionBase_Monotonic(t *testing.T) {
 	}
 }
 
-func TestOptions_DefaultsAreValid(t *testing.T) {
-	o := DefaultOptions()
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
+// TestExpireThroughRemovesAPrefix: the manager's early expiry removes the
+// closed streamlets up to and including the one named, never the open one,
+// and nothing for an id it does not list as closed.
+func TestExpireThroughRemovesAPrefix(t *testing.T) {
+	list := func() *chanState {
+		return &chanState{next: 40, list: []role.StreamletRef{
+			{ID: 0, First: 1, End: 10, Closed: true, Lost: true}, // a hole
+			{ID: 11, First: 10, End: 20, Closed: true},
+			{ID: 12, First: 20, End: 30, Closed: true},
+			{ID: 13, First: 30, End: 40, Closed: true},
+			{ID: 14, First: 40},
+		}}
 	}
-	if o.LimitMsgs != 5000 || o.LimitSize != 2<<20 || o.LimitLife != 4*time.Second ||
-		o.TTL != 60*time.Second || o.MaxPayload != 1<<20 {
-		t.Fatalf("defaults differ from BRIEF.md: %+v", o)
-	}
-}
-
-func TestOptions_ValidateNamesTheField(t *testing.T) {
-	cases := []struct {
-		field  string
-		mutate func(*Options)
-	}{
-		{"Listen", func(o *Options) { o.Listen = "no-port" }},
-		{"Loops", func(o *Options) { o.Loops = -1 }},
-		{"Loops", func(o *Options) { o.Loops = 1025 }},
-		{"ServerName", func(o *Options) { o.ServerName = strings.Repeat("x", 256) }},
-		{"MaxConns", func(o *Options) { o.MaxConns = 0 }},
-		{"MaxSubsPerConn", func(o *Options) { o.MaxSubsPerConn = 0 }},
-		{"MaxSubsPerConn", func(o *Options) { o.MaxSubsPerConn = 65536 }},
-		{"MaxPayload", func(o *Options) { o.MaxPayload = 0 }},
-		{"MaxPayload", func(o *Options) { o.MaxPayload = 64<<20 + 1 }},
-		{"OutboundLimit", func(o *Options) { o.OutboundLimit = 64<<10 - 1 }},
-		{"MaxRetained", func(o *Options) { o.MaxRetained = -1 }},
-		{"SlowPolicy", func(o *Options) { o.SlowPolicy = "drop" }},
-		{"PingInterval", func(o *Options) { o.PingInterval = -time.Second }},
-		{"HandshakeTimeout", func(o *Options) { o.HandshakeTimeout = 0 }},
-		{"LimitMsgs", func(o *Options) { o.LimitMsgs = 0 }},
-		{"LimitMsgs", func(o *Options) { o.LimitMsgs = 1<<24 + 1 }},
-		{"LimitSize", func(o *Options) { o.LimitSize = o.MaxPayload + 3 }},
-		{"LimitSize", func(o *Options) { o.LimitSize = 1<<30 + 1 }},
-		{"LimitLife", func(o *Options) { o.LimitLife = time.Millisecond - 1 }},
-		{"TTL", func(o *Options) { o.TTL = -1 }},
-		{"ChannelRules[0].Prefix", func(o *Options) { o.ChannelRules = []ChannelRule{{Prefix: ""}} }},
-		{"ChannelRules[1].LimitMsgs", func(o *Options) {
-			o.ChannelRules = []ChannelRule{{Prefix: "a", LimitMsgs: 3}, {Prefix: "b", LimitMsgs: -1}}
-		}},
-		{"ChannelRules[0].LimitSize", func(o *Options) { o.ChannelRules = []ChannelRule{{Prefix: "a", LimitSize: 100}} }},
-		{"ChannelRules[0].LimitLife", func(o *Options) { o.ChannelRules = []ChannelRule{{Prefix: "a", LimitLife: time.Microsecond}} }},
-		{"ChannelRules[0].TTL", func(o *Options) { o.ChannelRules = []ChannelRule{{Prefix: "a", TTL: -time.Second}} }},
-	}
-	for _, tc := range cases {
-		o := DefaultOptions()
-		tc.mutate(&o)
-		err := o.Validate()
-		if err == nil {
-			t.Errorf("%s: invalid value accepted", tc.field)
-			continue
-		}
-		if !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%s: error %v does not wrap ErrInvalidOptions", tc.field, err)
-		}
-		if !strings.Contains(err.Error(), ": "+tc.field+": ") {
-			t.Errorf("error %q does not name field %s", err, tc.field)
-		}
-	}
-	// Boundary values that are valid.
-	o := DefaultOptions()
-	o.Loops, o.MaxSubsPerConn, o.LimitSize, o.LimitLife, o.TTL = 1024, 65535, o.MaxPayload+4, time.Millisecond, 0
-	o.OutboundLimit = 64 << 10
-	o.ChannelRules = []ChannelRule{{Prefix: "x", LimitMsgs: 1}}
-	if err := o.Validate(); err != nil {
-		t.Fatalf("boundary values rejected: %v", err)
-	}
-}
-
-func TestOptions_LimitsForLongestPrefix(t *testing.T) {
-	o := DefaultOptions()
-	o.ChannelRules = []ChannelRule{
-		{Prefix: "a.b.", LimitMsgs: 20, TTL: 2 * time.Second},
-		{Prefix: "a.", LimitMsgs: 10, LimitSize: 3 << 20, LimitLife: time.Second},
-		{Prefix: "a.b.c", LimitSize: 4 << 20},
-	}
-	server := limits{o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL}
 	for _, tc := range []struct {
-		name string
-		want limits
+		through uint64
+		gone    []uint64 // ids expired, in order
+		first   uint64   // First of the list after
 	}{
-		{"other", server},
-		{"a", server}, // shorter than every prefix
-		{"a.x", limits{10, 3 << 20, time.Second, o.TTL}},
-		// The longest rule wins alone: its zero fields come from the
-		// server, not from shorter matching rules.
-		{"a.b.x", limits{20, o.LimitSize, o.LimitLife, 2 * time.Second}},
-		{"a.b.c.d", limits{o.LimitMsgs, 4 << 20, o.LimitLife, o.TTL}},
-		{"b.a.", server},
+		{12, []uint64{0, 11, 12}, 30},
+		{13, []uint64{0, 11, 12, 13}, 40},
+		{11, []uint64{0, 11}, 20},
+		{14, nil, 1}, // open: never
+		{99, nil, 1}, // unknown
+		{0, nil, 1},  // holes are not named
 	} {
-		if got := o.limitsFor(tc.name); got != tc.want {
-			t.Errorf("limitsFor(%q) = %+v, want %+v", tc.name, got, tc.want)
+		cs := list()
+		var ids []uint64
+		for _, r := range cs.expireThrough(tc.through, nil) {
+			ids = append(ids, r.ID)
+		}
+		if !slices.Equal(ids, tc.gone) || cs.list[0].First != tc.first {
+			t.Errorf("through %d: expired %v, list starts at %d; want %v and %d", tc.through, ids, cs.list[0].First, tc.gone, tc.first)
 		}
 	}
 }

@@ -1,16 +1,17 @@
-package engine
+package cluster
 
 import (
 	"fmt"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
 // Op bodies of NODE_REQUEST and NODE_RESPONSE (PROTOCOL.md 9.4): the
-// engine's role types to and from bytes. Decoders bound every count by
+// role types to and from bytes. Decoders bound every count by
 // what the body can hold before allocating.
 
-func encGrant(e *wire.NodeEnc, g Grant) {
+func encGrant(e *wire.NodeEnc, g role.Grant) {
 	e.Str8(g.Channel)
 	e.U64(g.Epoch)
 	e.U64(g.Streamlet)
@@ -21,8 +22,8 @@ func encGrant(e *wire.NodeEnc, g Grant) {
 	e.I64(g.LeaseEnd)
 }
 
-func decGrant(d *wire.NodeDec) Grant {
-	g := Grant{Channel: d.Str8(), Epoch: d.U64(), Streamlet: d.U64(), Host: d.Str8(), First: d.U64()}
+func decGrant(d *wire.NodeDec) role.Grant {
+	g := role.Grant{Channel: d.Str8(), Epoch: d.U64(), Streamlet: d.U64(), Host: d.Str8(), First: d.U64()}
 	g.LimitMsgs, g.LimitSize = int(d.U32()), int(d.U32())
 	g.LeaseEnd = d.I64()
 	if d.Err() == nil && (g.LimitMsgs < 1 || g.LimitMsgs > 1<<24 || g.LimitSize < 1 || g.LimitSize > 1<<30) {
@@ -36,10 +37,10 @@ const (
 	refLost   = 2
 )
 
-// refMinLen is the smallest encoded StreamletRef (empty host).
+// refMinLen is the smallest encoded role.StreamletRef (empty host).
 const refMinLen = 8 + 1 + 8 + 8 + 1 + 8 + 8
 
-func encInfo(e *wire.NodeEnc, info ChannelInfo, found bool) {
+func encInfo(e *wire.NodeEnc, info role.ChannelInfo, found bool) {
 	if !found {
 		e.U8(0)
 		return
@@ -67,22 +68,22 @@ func encInfo(e *wire.NodeEnc, info ChannelInfo, found bool) {
 	}
 }
 
-func decInfo(body []byte) (ChannelInfo, bool, error) {
+func decInfo(body []byte) (role.ChannelInfo, bool, error) {
 	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
 	if d.U8() == 0 {
-		return ChannelInfo{}, false, d.Done()
+		return role.ChannelInfo{}, false, d.Done()
 	}
-	info := ChannelInfo{Epoch: d.U64(), Earliest: d.U64(), Next: d.U64()}
+	info := role.ChannelInfo{Epoch: d.U64(), Earliest: d.U64(), Next: d.U64()}
 	n := int(d.U16())
 	if d.Err() == nil && n*refMinLen > len(body) {
 		d.Fail("%d streamlets cannot fit in %d bytes", n, len(body))
 	}
 	if d.Err() != nil {
-		return ChannelInfo{}, false, d.Err()
+		return role.ChannelInfo{}, false, d.Err()
 	}
-	info.Streamlets = make([]StreamletRef, 0, n)
+	info.Streamlets = make([]role.StreamletRef, 0, n)
 	for i := 0; i < n; i++ {
-		r := StreamletRef{ID: d.U64(), Host: d.Str8(), First: d.U64(), End: d.U64()}
+		r := role.StreamletRef{ID: d.U64(), Host: d.Str8(), First: d.U64(), End: d.U64()}
 		f := d.U8()
 		r.Closed, r.Lost = f&refClosed != 0, f&refLost != 0
 		r.LeaseEnd, r.Expires = d.I64(), d.I64()
@@ -91,10 +92,10 @@ func decInfo(body []byte) (ChannelInfo, bool, error) {
 	return info, true, d.Done()
 }
 
-// hostedMinLen is the smallest encoded Hosted (empty successor host).
+// hostedMinLen is the smallest encoded role.Hosted (empty successor host).
 const hostedMinLen = 8 + 8 + 8 + 4 + 1 + 8 + 1 + 8 + 4
 
-func encHosted(e *wire.NodeEnc, hs []Hosted) {
+func encHosted(e *wire.NodeEnc, hs []role.Hosted) {
 	e.U16(uint16(min(len(hs), 0xFFFF)))
 	for _, h := range hs[:min(len(hs), 0xFFFF)] {
 		e.U64(h.ID)
@@ -114,7 +115,7 @@ func encHosted(e *wire.NodeEnc, hs []Hosted) {
 }
 
 // decHosted decodes an OpList result from node host.
-func decHosted(body []byte, host string) ([]Hosted, error) {
+func decHosted(body []byte, host string) ([]role.Hosted, error) {
 	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
 	n := int(d.U16())
 	if d.Err() == nil && n*hostedMinLen > len(body) {
@@ -123,9 +124,9 @@ func decHosted(body []byte, host string) ([]Hosted, error) {
 	if d.Err() != nil {
 		return nil, d.Err()
 	}
-	out := make([]Hosted, 0, n)
+	out := make([]role.Hosted, 0, n)
 	for i := 0; i < n; i++ {
-		h := Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: host}
+		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: host}
 		h.Sealed = d.U8()&1 != 0
 		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
 		out = append(out, h)
@@ -140,15 +141,17 @@ type opError struct {
 	text   string
 }
 
-func (e *opError) Error() string { return fmt.Sprintf("engine: peer: status %d: %s", e.status, e.text) }
+func (e *opError) Error() string {
+	return fmt.Sprintf("cluster: peer: status %d: %s", e.status, e.text)
+}
 
-// Is maps the statuses that stand for engine errors back to them.
+// Is maps the statuses that stand for role errors back to them.
 func (e *opError) Is(target error) bool {
 	switch e.status {
 	case wire.NodeUnknown:
-		return target == errUnknownStreamlet
+		return target == role.ErrUnknownStreamlet
 	case wire.NodeStale:
-		return target == errSuccessorTaken
+		return target == role.ErrSuccessorTaken
 	}
 	return false
 }

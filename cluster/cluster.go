@@ -1,24 +1,41 @@
-package engine
+// Package cluster makes a node one member of a Sluice cluster: the
+// membership view and load gossip (over package membership), the
+// placement adapter (package placement: who manages a channel, who hosts
+// its next streamlet), the links to other nodes and the node-to-node
+// operations over them (PROTOCOL.md 9; nodeops.go encodes and decodes each
+// op's body in one place), the router that sends a manager call to the
+// channel's manager node, the remote Host, and the node's Status.
+//
+// It is the only package that knows node links exist. It never touches
+// gnet: the engine's event loops carry the links' bytes through the
+// Transport and Conn interfaces, and the engine's gateway is reached
+// through the Gateway interface.
+package cluster
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/membership"
 	"github.com/sluice-rtm/sluice/placement"
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
-// ClusterOptions makes a Server one node of a cluster. The node's name is
-// Options.ServerName, which must be unique in the cluster; every node must
-// run with the same streamlet limits and the same cluster secret.
-type ClusterOptions struct {
+// Options makes a server one node of a cluster. The node's name must be
+// unique in the cluster; every node must run with the same streamlet
+// limits and the same cluster secret.
+type Options struct {
 	// Listen is the gossip address (TCP and UDP) for membership.
 	Listen string
 	// Advertise is the gossip address other nodes use ("" = Listen's).
@@ -70,14 +87,48 @@ type nodeMeta struct {
 	BytesIn    float64 `json:"bi"`
 }
 
-// cluster is the node's cluster layer: membership and load gossip, the
+// Gateway is what the cluster needs from this node's gateway (package
+// engine). Its methods must not block.
+type Gateway interface {
+	// Changed: the channel's streamlet list changed (a new or lost
+	// streamlet); the gateway's readers look it up again.
+	Changed(channel string)
+	// HostDown: node failed; the gateway's copies it fed end where they are.
+	HostDown(node string)
+	// Feed applies a NODE_FEED that arrived on a link (on the link's loop).
+	Feed(f wire.NodeFeed, stamps, run []byte)
+	// SetNodes replaces the client addresses advertised in WELCOME.
+	SetNodes(addrs []string)
+	// Conns reports the node's open connections (load report).
+	Conns() int
+}
+
+// Config is what a Cluster is built from.
+type Config struct {
+	Options Options
+	// Self is this node's name (the server's name).
+	Self    string
+	Manager *manager.Manager
+	Host    *host.Host
+	Gateway Gateway
+	// Transport enrolls dialed links in the engine's event loops.
+	Transport Transport
+	Log       *slog.Logger
+	Clock     func() time.Time
+}
+
+// Cluster is the node's cluster layer: membership and load gossip, the
 // placement view, links to peers, and the routing of manager and host
 // calls to the node that plays the role. Safe for concurrent use; mu
 // guards the view and the links and is never held across network I/O.
-type cluster struct {
-	srv        *Server
+type Cluster struct {
+	cfg        Config
 	self       string
-	opts       ClusterOptions
+	opts       Options
+	mgr        *manager.Manager
+	host       *host.Host
+	gw         Gateway
+	log        *slog.Logger
 	clientAddr string
 	// ml is set once membership started; the loops serve peers (status)
 	// before that.
@@ -88,7 +139,7 @@ type cluster struct {
 	down    map[string]int64  // node -> unix ns until which it is kept out
 	snap    *placement.Snapshot
 	others  *placement.Snapshot // without this node, for host choices
-	links   map[string]*link
+	links   map[string]*Link
 	dialMu  map[string]*sync.Mutex
 
 	meta    nodeMeta // guarded by metaMu
@@ -101,73 +152,86 @@ type cluster struct {
 
 	linkFailures atomic.Int64 // links that ended other than by shutdown
 
-	imu   sync.Mutex // guards iq and iBusy (interestAsync)
-	iq    []interestReq
-	iBusy bool
+	// imu guards iq, iBusy and interest (Interest): this node's reading
+	// loops per channel as registered with the channel's manager.
+	imu      sync.Mutex
+	iq       []interestReq
+	iBusy    bool
+	interest map[string]*interestReg
 }
 
-func (c *cluster) rpcTimeout() time.Duration {
+// interestReg is the interest of this node's loops in one channel: how
+// many read it and the manager they were registered with.
+type interestReg struct {
+	loops int
+	mgr   string
+}
+
+func (c *Cluster) now() time.Time { return c.cfg.Clock() }
+
+func (c *Cluster) rpcTimeout() time.Duration {
 	if c.opts.RPCTimeout > 0 {
 		return c.opts.RPCTimeout
 	}
 	return 2 * time.Second
 }
 
-func (c *cluster) skew() time.Duration {
+func (c *Cluster) skew() time.Duration {
 	if c.opts.ClockSkew > 0 {
 		return c.opts.ClockSkew
 	}
 	return time.Second
 }
 
-// newCluster sets up the cluster layer before the event loops start (the
-// loops read Server.cl); startCluster then joins the membership.
-func (s *Server) newCluster() {
-	o := *s.opts.Cluster
+// New sets up the cluster layer before the event loops start; Start then
+// joins the membership. It connects the manager to the cluster.
+func New(cfg Config) *Cluster {
+	o := cfg.Options
 	if o.Capacity <= 0 {
 		o.Capacity = float64(runtime.NumCPU())
 	}
-	c := &cluster{srv: s, self: s.opts.ServerName, opts: o,
-		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*link),
-		dialMu: make(map[string]*sync.Mutex), changed: make(chan struct{}, 1), stop: make(chan struct{})}
-	s.cl = c
-	s.mgr.cl = c
-	s.route = &clusterRouter{c}
+	c := &Cluster{cfg: cfg, self: cfg.Self, opts: o, mgr: cfg.Manager, host: cfg.Host, gw: cfg.Gateway, log: cfg.Log,
+		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*Link),
+		dialMu: make(map[string]*sync.Mutex), changed: make(chan struct{}, 1), stop: make(chan struct{}),
+		interest: make(map[string]*interestReg)}
+	cfg.Manager.SetCluster(managerHooks{c})
+	return c
 }
 
-// startCluster joins the cluster; the server's client listener is up.
-func (s *Server) startCluster() error {
-	c, o := s.cl, s.cl.opts
+// Start joins the cluster; clientAddr is the node's client address (the
+// server's listener is up), unless Options.ClientAdvertise names another.
+func (c *Cluster) Start(clientAddr string) error {
+	o := c.opts
 	c.clientAddr = o.ClientAdvertise
 	if c.clientAddr == "" {
-		c.clientAddr = s.addr
+		c.clientAddr = clientAddr
 	}
 	c.meta = nodeMeta{Client: c.clientAddr, Cap: o.Capacity}
 	ml, err := membership.Start(membership.Config{
 		Name: c.self, BindAddr: o.Listen, AdvertiseAddr: o.Advertise, Join: o.Join,
 		Secret: []byte(o.Secret), Meta: c.encodeMeta,
 		OnChange: func(membership.Event) { c.poke() },
-		Logger:   s.log,
+		Logger:   c.log,
 	})
 	if err != nil {
-		return fmt.Errorf("engine: cluster: %w", err)
+		return fmt.Errorf("cluster: %w", err)
 	}
 	c.ml.Store(ml)
 	c.refresh()
 	c.wg.Add(1)
 	go c.run()
-	s.log.Info("sluice cluster node", "node", c.self, "gossip", ml.Addr(), "client", c.clientAddr)
+	c.log.Info("sluice cluster node", "node", c.self, "gossip", ml.Addr(), "client", c.clientAddr)
 	return nil
 }
 
-func (c *cluster) poke() {
+func (c *Cluster) poke() {
 	select {
 	case c.changed <- struct{}{}:
 	default:
 	}
 }
 
-func (c *cluster) encodeMeta() []byte {
+func (c *Cluster) encodeMeta() []byte {
 	c.metaMu.Lock()
 	defer c.metaMu.Unlock()
 	b, _ := json.Marshal(c.meta)
@@ -175,7 +239,7 @@ func (c *cluster) encodeMeta() []byte {
 }
 
 // run refreshes the view on membership changes and reports load.
-func (c *cluster) run() {
+func (c *Cluster) run() {
 	defer c.wg.Done()
 	every := c.opts.ReportInterval
 	if every <= 0 {
@@ -183,14 +247,15 @@ func (c *cluster) run() {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := time.Now()
+	last := c.now()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-c.changed:
 			c.refresh()
-		case now := <-t.C:
+		case <-t.C:
+			now := c.now()
 			c.report(now.Sub(last))
 			last = now
 			c.refresh()
@@ -199,13 +264,14 @@ func (c *cluster) run() {
 }
 
 // report updates this node's load report and gossips it.
-func (c *cluster) report(dt time.Duration) {
-	in, bytes := c.srv.host.appended.Load(), c.srv.host.appendedBytes.Load()
+func (c *Cluster) report(dt time.Duration) {
+	ld := c.host.Load()
+	in, bytes := ld.Appended, ld.AppendedBytes
 	sec := max(dt.Seconds(), 1e-3)
 	c.metaMu.Lock()
-	c.meta.Streamlets = int(c.srv.host.hosted.Load())
-	c.meta.Channels = c.srv.mgr.channels()
-	c.meta.Conns = int(c.srv.conns.Load())
+	c.meta.Streamlets = int(ld.Hosted)
+	c.meta.Channels = c.mgr.Channels()
+	c.meta.Conns = c.gw.Conns()
 	c.meta.MsgsIn = float64(in-c.lastIn) / sec
 	c.meta.BytesIn = float64(bytes-c.lastBytes) / sec
 	c.metaMu.Unlock()
@@ -216,8 +282,8 @@ func (c *cluster) report(dt time.Duration) {
 // refresh rebuilds the view from membership: members that left are
 // handled as failed, and the placement snapshots are rebuilt with the
 // gossiped loads.
-func (c *cluster) refresh() {
-	now := time.Now().UnixNano()
+func (c *Cluster) refresh() {
+	now := c.now().UnixNano()
 	seen := make(map[string]member)
 	for _, m := range c.ml.Load().Members() {
 		if m.State != membership.Alive {
@@ -251,14 +317,14 @@ func (c *cluster) refresh() {
 	for _, name := range gone {
 		c.nodeGone(name)
 	}
-	c.srv.setNodes(c.clientAddrs())
+	c.gw.SetNodes(c.clientAddrs())
 	c.reinterest()
 }
 
-// interestAsync registers delta reading loops of channel with its manager
-// off the loop, in call order (one worker, so a +1 never overtakes the -1
-// before it).
-func (c *cluster) interestAsync(channel string, delta int) {
+// Interest registers delta reading loops of this node for channel with the
+// channel's manager, off the caller's goroutine and in call order (one
+// worker, so a +1 never overtakes the -1 before it).
+func (c *Cluster) Interest(channel string, delta int) {
 	c.imu.Lock()
 	c.iq = append(c.iq, interestReq{channel, delta})
 	start := !c.iBusy
@@ -274,7 +340,7 @@ type interestReq struct {
 	delta   int
 }
 
-func (c *cluster) interestWorker() {
+func (c *Cluster) interestWorker() {
 	for {
 		c.imu.Lock()
 		if len(c.iq) == 0 {
@@ -284,12 +350,23 @@ func (c *cluster) interestWorker() {
 		}
 		r := c.iq[0]
 		c.iq = c.iq[1:]
+		mgr, _ := c.managerOf(r.channel)
+		reg := c.interest[r.channel]
+		if reg == nil {
+			reg = &interestReg{}
+			c.interest[r.channel] = reg
+		}
+		reg.loops += r.delta
+		reg.mgr = mgr
+		if reg.loops <= 0 {
+			delete(c.interest, r.channel)
+		}
 		c.imu.Unlock()
-		c.srv.route.Interest(r.channel, c.self, r.delta)
+		c.route().Interest(r.channel, c.self, r.delta)
 		if r.delta > 0 {
 			// A streamlet opened before the manager knew this node reads
 			// the channel was not announced to it: look again once.
-			c.srv.gw.changed(r.channel)
+			c.gw.Changed(r.channel)
 		}
 	}
 }
@@ -297,32 +374,28 @@ func (c *cluster) interestWorker() {
 // reinterest registers this node's readers with the new manager of every
 // channel whose manager changed in the view (the new manager rebuilt the
 // channel without them), and wakes the readers to look again.
-func (c *cluster) reinterest() {
+func (c *Cluster) reinterest() {
 	type item struct {
 		name string
 		k    int
 	}
 	var todo []item
-	gw := c.srv.gw
-	gw.mu.Lock()
-	for name, gc := range gw.m {
-		if gc.interest <= 0 {
-			continue
-		}
-		if m, _ := c.managerOf(name); m != gc.mgr {
-			gc.mgr = m
-			todo = append(todo, item{name, gc.interest})
+	c.imu.Lock()
+	for name, reg := range c.interest {
+		if m, _ := c.managerOf(name); m != reg.mgr {
+			reg.mgr = m
+			todo = append(todo, item{name, reg.loops})
 		}
 	}
-	gw.mu.Unlock()
+	c.imu.Unlock()
 	for _, it := range todo {
-		c.srv.route.Interest(it.name, c.self, it.k)
-		gw.changed(it.name)
+		c.route().Interest(it.name, c.self, it.k)
+		c.gw.Changed(it.name)
 	}
 }
 
 // rebuildSnap builds the placement snapshots; c.mu is held.
-func (c *cluster) rebuildSnap() {
+func (c *Cluster) rebuildSnap() {
 	var all, others []placement.Node
 	for _, m := range c.members {
 		if _, down := c.down[m.Name]; down && m.Name != c.self {
@@ -350,7 +423,7 @@ func (c *cluster) rebuildSnap() {
 
 // clientAddrs lists the client addresses of the live members, this node
 // first (for WELCOME).
-func (c *cluster) clientAddrs() []string {
+func (c *Cluster) clientAddrs() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := []string{c.clientAddr}
@@ -365,7 +438,7 @@ func (c *cluster) clientAddrs() []string {
 }
 
 // managerOf returns the node managing channel in this node's view.
-func (c *cluster) managerOf(channel string) (string, bool) {
+func (c *Cluster) managerOf(channel string) (string, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.snap == nil {
@@ -375,7 +448,7 @@ func (c *cluster) managerOf(channel string) (string, bool) {
 	return string(id), ok
 }
 
-func (c *cluster) managed(channel string) bool {
+func (c *Cluster) managed(channel string) bool {
 	m, ok := c.managerOf(channel)
 	return !ok || m == c.self
 }
@@ -383,10 +456,10 @@ func (c *cluster) managed(channel string) bool {
 // choose picks a host for the next streamlet of channel: by bounded-load
 // consistent hashing over the other nodes (so that a manager's death and a
 // host's are independent failures), or over all when alone.
-func (c *cluster) choose(channel string, seq uint64, load chanLoad, exclude []string) (string, bool) {
+func (c *Cluster) choose(channel string, seq uint64, load manager.Load, exclude []string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cl := placement.ChannelLoad{MsgsPerSec: load.msgsPerSec, BytesPerSec: load.bytesPerSec, Subscribers: load.readers}
+	cl := placement.ChannelLoad{MsgsPerSec: load.MsgsPerSec, BytesPerSec: load.BytesPerSec, Subscribers: load.Readers}
 	for _, snap := range []*placement.Snapshot{c.others, c.snap} {
 		if snap == nil {
 			continue
@@ -411,18 +484,11 @@ func (c *cluster) choose(channel string, seq uint64, load chanLoad, exclude []st
 	return "", false
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // link returns an open link to node, dialing it when needed; nil when the
 // node is unknown, down or cannot be reached.
-func (c *cluster) link(node string) *link {
+func (c *Cluster) link(node string) *Link {
 	c.mu.Lock()
 	if l := c.links[node]; l != nil && !l.closed() {
 		c.mu.Unlock()
@@ -447,9 +513,9 @@ func (c *cluster) link(node string) *link {
 	if l != nil && !l.closed() {
 		return l
 	}
-	l, err := dialLink(c, node, m.Client, c.rpcTimeout())
+	l, err := c.dialLink(node, m.Client, c.rpcTimeout())
 	if err != nil {
-		c.srv.log.Warn("sluice cluster: peer unreachable", "node", node, "err", err)
+		c.log.Warn("sluice cluster: peer unreachable", "node", node, "err", err)
 		c.markDown(node)
 		return nil
 	}
@@ -461,7 +527,7 @@ func (c *cluster) link(node string) *link {
 
 // existingLink returns the open link to node without dialing (for the
 // loops, which never wait for the network); nil if there is none.
-func (c *cluster) existingLink(node string) *link {
+func (c *Cluster) existingLink(node string) *Link {
 	c.mu.RLock()
 	l := c.links[node]
 	c.mu.RUnlock()
@@ -473,16 +539,16 @@ func (c *cluster) existingLink(node string) *link {
 
 // call sends op to node and waits for the answer. A link failure marks
 // the node down.
-func (c *cluster) call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
+func (c *Cluster) call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
 	l := c.link(node)
 	if l == nil {
-		return nil, fmt.Errorf("%w: %s unreachable", errLinkDown, node)
+		return nil, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
 	}
 	return l.call(op, body)
 }
 
 // linkClosed is called once per link when it ends.
-func (c *cluster) linkClosed(l *link, err error) {
+func (c *Cluster) linkClosed(l *Link, err error) {
 	c.mu.Lock()
 	if c.links[l.node] == l {
 		delete(c.links, l.node)
@@ -494,20 +560,20 @@ func (c *cluster) linkClosed(l *link, err error) {
 	default:
 	}
 	c.linkFailures.Add(1)
-	c.srv.log.Warn("sluice cluster: link closed", "node", l.node, "err", err)
+	c.log.Warn("sluice cluster: link closed", "node", l.node, "err", err)
 	c.markDown(l.node)
 }
 
 // markDown keeps node out of routing and placement for downFor and
 // handles it as failed: its streamlets are lost to the channels this node
 // manages, and the copies this node reads from it end where they are.
-func (c *cluster) markDown(node string) {
+func (c *Cluster) markDown(node string) {
 	if node == c.self {
 		return
 	}
 	c.mu.Lock()
 	_, already := c.down[node]
-	c.down[node] = time.Now().Add(downFor).UnixNano()
+	c.down[node] = c.now().Add(downFor).UnixNano()
 	c.rebuildSnap()
 	c.mu.Unlock()
 	if !already {
@@ -521,15 +587,15 @@ func (c *cluster) markDown(node string) {
 }
 
 // nodeGone applies a node's failure to this node's roles.
-func (c *cluster) nodeGone(node string) {
-	c.srv.mgr.nodeDown(node)
-	c.srv.mirrors.hostDown(node)
+func (c *Cluster) nodeGone(node string) {
+	c.mgr.NodeDown(node)
+	c.gw.HostDown(node)
 }
 
 // hostOf returns node's Host role.
-func (c *cluster) hostOf(node string) Host {
+func (c *Cluster) hostOf(node string) role.Host {
 	if node == c.self {
-		return c.srv.host
+		return c.host
 	}
 	c.mu.RLock()
 	_, ok := c.members[node]
@@ -542,7 +608,7 @@ func (c *cluster) hostOf(node string) Host {
 }
 
 // listAll gathers every live node's streamlets of channel, in parallel.
-func (c *cluster) listAll(channel string) []Hosted {
+func (c *Cluster) listAll(channel string) []role.Hosted {
 	c.mu.RLock()
 	var nodes []string
 	for name := range c.members {
@@ -552,15 +618,15 @@ func (c *cluster) listAll(channel string) []Hosted {
 	}
 	c.mu.RUnlock()
 	var mu sync.Mutex
-	var out []Hosted
+	var out []role.Hosted
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var hs []Hosted
+			var hs []role.Hosted
 			if n == c.self {
-				hs, _ = c.srv.host.List(channel)
+				hs, _ = c.host.List(channel)
 			} else {
 				hs, _ = remoteHost{c, n}.List(channel)
 			}
@@ -574,12 +640,12 @@ func (c *cluster) listAll(channel string) []Hosted {
 }
 
 // notify tells reader nodes of channel that it changed.
-func (c *cluster) notify(channel string, nodes []string) {
+func (c *Cluster) notify(channel string, nodes []string) {
 	var e wire.NodeEnc
 	e.Str8(channel)
 	for _, n := range nodes {
 		if n == c.self {
-			c.srv.gw.changed(channel)
+			c.gw.Changed(channel)
 			continue
 		}
 		go func() {
@@ -590,28 +656,28 @@ func (c *cluster) notify(channel string, nodes []string) {
 	}
 }
 
-// shutdown leaves the cluster and closes the links.
-func (c *cluster) shutdown() {
+// Shutdown leaves the cluster and closes the links.
+func (c *Cluster) Shutdown() {
 	close(c.stop)
 	_ = c.ml.Load().Leave(time.Second)
 	_ = c.ml.Load().Shutdown()
 	c.wg.Wait()
 	c.mu.Lock()
 	links := c.links
-	c.links = map[string]*link{}
+	c.links = map[string]*Link{}
 	c.mu.Unlock()
 	for _, l := range links {
-		l.close(errLinkDown)
+		l.close(ErrLinkDown)
 	}
 }
 
 // remoteHost is the Host role of a peer node, reached over a link.
 type remoteHost struct {
-	c    *cluster
+	c    *Cluster
 	node string
 }
 
-func (h remoteHost) HostStreamlet(g Grant) error {
+func (h remoteHost) HostStreamlet(g role.Grant) error {
 	var e wire.NodeEnc
 	encGrant(&e, g)
 	_, err := h.c.call(h.node, wire.OpHost, e.B)
@@ -655,7 +721,7 @@ func (h remoteHost) Len(id uint64) (int, bool) {
 	return int(n), true
 }
 
-func (h remoteHost) List(channel string) ([]Hosted, error) {
+func (h remoteHost) List(channel string) ([]role.Hosted, error) {
 	var e wire.NodeEnc
 	e.Str8(channel)
 	b, err := h.c.call(h.node, wire.OpList, e.B)
@@ -665,12 +731,12 @@ func (h remoteHost) List(channel string) ([]Hosted, error) {
 	return decHosted(b, h.node)
 }
 
-var _ Host = remoteHost{}
+var _ role.Host = remoteHost{}
 
 // clusterRouter is the Manager the gateway uses in a cluster: each call
 // goes to the channel's manager in this node's view, local or remote; when
 // the manager's node fails, the call is retried at the next one.
-type clusterRouter struct{ c *cluster }
+type clusterRouter struct{ c *Cluster }
 
 // routed runs local on this node or remote(node) on the manager's node.
 func (r *clusterRouter) routed(channel string, local func() error, remote func(node string) error) error {
@@ -678,12 +744,12 @@ func (r *clusterRouter) routed(channel string, local func() error, remote func(n
 	for tries := 0; tries < 3; tries++ {
 		node, ok := r.c.managerOf(channel)
 		if !ok {
-			return fmt.Errorf("%w: no live node manages %q", errNoHost, channel)
+			return fmt.Errorf("%w: no live node manages %q", role.ErrNoHost, channel)
 		}
 		if node == r.c.self {
 			return local()
 		}
-		if err = remote(node); err == nil || !errors.Is(err, errLinkDown) {
+		if err = remote(node); err == nil || !errors.Is(err, ErrLinkDown) {
 			return err
 		}
 		// The manager's node failed (and is now marked down): the view
@@ -692,10 +758,10 @@ func (r *clusterRouter) routed(channel string, local func() error, remote func(n
 	return err
 }
 
-func (r *clusterRouter) WriteGrant(channel string, after uint64) (Grant, error) {
-	var g Grant
+func (r *clusterRouter) WriteGrant(channel string, after uint64) (role.Grant, error) {
+	var g role.Grant
 	err := r.routed(channel, func() (err error) {
-		g, err = r.c.srv.mgr.WriteGrant(channel, after)
+		g, err = r.c.mgr.WriteGrant(channel, after)
 		return err
 	}, func(node string) error {
 		var e wire.NodeEnc
@@ -712,16 +778,16 @@ func (r *clusterRouter) WriteGrant(channel string, after uint64) (Grant, error) 
 	return g, err
 }
 
-func (r *clusterRouter) Info(channel string, create bool) (ChannelInfo, bool) {
+func (r *clusterRouter) Info(channel string, create bool) (role.ChannelInfo, bool) {
 	info, found, _ := r.c.info(channel, create)
 	return info, found
 }
 
 // info asks the channel's manager for its list (clusterRouter.Info), and
 // reports a failed request as an error rather than as "not found".
-func (c *cluster) info(channel string, create bool) (info ChannelInfo, found bool, err error) {
+func (c *Cluster) info(channel string, create bool) (info role.ChannelInfo, found bool, err error) {
 	err = (&clusterRouter{c}).routed(channel, func() error {
-		info, found = c.srv.mgr.Info(channel, create)
+		info, found = c.mgr.Info(channel, create)
 		return nil
 	}, func(node string) error {
 		var e wire.NodeEnc
@@ -743,7 +809,7 @@ func (c *cluster) info(channel string, create bool) (info ChannelInfo, found boo
 
 func (r *clusterRouter) Interest(channel, node string, delta int) {
 	_ = r.routed(channel, func() error {
-		r.c.srv.mgr.Interest(channel, node, delta)
+		r.c.mgr.Interest(channel, node, delta)
 		return nil
 	}, func(m string) error {
 		var e wire.NodeEnc
@@ -757,7 +823,7 @@ func (r *clusterRouter) Interest(channel, node string, delta int) {
 func (r *clusterRouter) Expire(channel string, through uint64) (int, error) {
 	var n int
 	err := r.routed(channel, func() (err error) {
-		n, err = r.c.srv.mgr.Expire(channel, through)
+		n, err = r.c.mgr.Expire(channel, through)
 		return err
 	}, func(node string) error {
 		var e wire.NodeEnc
@@ -774,23 +840,19 @@ func (r *clusterRouter) Expire(channel string, through uint64) (int, error) {
 	return n, err
 }
 
-var _ Manager = (*clusterRouter)(nil)
+var _ role.Manager = (*clusterRouter)(nil)
 
-// serve executes one NODE_REQUEST from peer node on a goroutine of its
-// own (operations may wait for other nodes) and returns the status and
-// result body.
-func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
+// Serve executes one NODE_REQUEST from peer node and returns the status
+// and result body. It may wait for other nodes: call it off the loops.
+func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
 	d := wire.NewNodeDec(wire.TypeNodeRequest, body)
 	var e wire.NodeEnc
-	s := c.srv
 	fail := func(err error) (uint8, []byte, string) {
 		switch {
-		case errors.Is(err, errUnknownStreamlet):
+		case errors.Is(err, role.ErrUnknownStreamlet):
 			return wire.NodeUnknown, nil, err.Error()
-		case errors.Is(err, errSuccessorTaken):
+		case errors.Is(err, role.ErrSuccessorTaken):
 			return wire.NodeStale, nil, err.Error()
-		case errors.Is(err, ErrShuttingDown):
-			return wire.NodeShutdown, nil, err.Error()
 		}
 		return wire.NodeFailed, nil, err.Error()
 	}
@@ -800,7 +862,7 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		g, err := s.mgr.WriteGrant(ch, after)
+		g, err := c.mgr.WriteGrant(ch, after)
 		if err != nil {
 			return fail(err)
 		}
@@ -810,14 +872,14 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		info, found := s.mgr.Info(ch, create)
+		info, found := c.mgr.Info(ch, create)
 		encInfo(&e, info, found)
 	case wire.OpExpire:
 		ch, through := d.Str8(), d.U64()
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		n, err := s.mgr.Expire(ch, through)
+		n, err := c.mgr.Expire(ch, through)
 		if err != nil {
 			return fail(err)
 		}
@@ -827,13 +889,13 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		s.mgr.Interest(ch, peer, delta)
+		c.mgr.Interest(ch, peer, delta)
 	case wire.OpHost:
 		g := decGrant(d)
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		if err := s.host.HostStreamlet(g); err != nil {
+		if err := c.host.HostStreamlet(g); err != nil {
 			return fail(err)
 		}
 	case wire.OpSeal:
@@ -841,7 +903,7 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		end, err := s.host.Seal(id, succ, succHost)
+		end, err := c.host.Seal(id, succ, succHost)
 		if err != nil {
 			return fail(err)
 		}
@@ -851,13 +913,13 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		s.host.Free(id)
+		c.host.Free(id)
 	case wire.OpLen:
 		id := d.U64()
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		n, ok := s.host.Len(id)
+		n, ok := c.host.Len(id)
 		if ok {
 			e.U8(1)
 		} else {
@@ -869,16 +931,16 @@ func (c *cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		hs, _ := s.host.List(ch)
+		hs, _ := c.host.List(ch)
 		encHosted(&e, hs)
 	case wire.OpNotify:
 		ch := d.Str8()
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		s.gw.changed(ch)
+		c.gw.Changed(ch)
 	case wire.OpStatus:
-		b, _ := json.Marshal(c.status())
+		b, _ := json.Marshal(c.Status())
 		e.B = b
 	default:
 		return wire.NodeBadOp, nil, fmt.Sprintf("unknown op %d", op)
@@ -907,7 +969,8 @@ type MemberStatus struct {
 	Load       float64 `json:"load"`
 }
 
-func (c *cluster) status() Status {
+// Status returns the node's view of the cluster.
+func (c *Cluster) Status() Status {
 	st := Status{Node: c.self}
 	c.mu.RLock()
 	down := make(map[string]bool, len(c.down))
@@ -945,4 +1008,124 @@ func (c *cluster) status() Status {
 		st.Members = append(st.Members, ms)
 	}
 	return st
+}
+
+// route returns the Manager that reaches each channel's manager node.
+func (c *Cluster) route() role.Manager { return &clusterRouter{c} }
+
+// Router returns the Manager the gateway uses in a cluster: each call goes
+// to the channel's manager node in this node's view. Its calls may wait for
+// the network.
+func (c *Cluster) Router() role.Manager { return c.route() }
+
+// Info asks the channel's manager for its streamlet list and reports a
+// failed request as an error (not as "not found"). It may wait for the
+// network.
+func (c *Cluster) Info(channel string, create bool) (role.ChannelInfo, bool, error) {
+	return c.info(channel, create)
+}
+
+// Skew is the clock skew allowed between nodes (Options.ClockSkew).
+func (c *Cluster) Skew() time.Duration { return c.skew() }
+
+// Connect makes sure a link to node is open, dialing it when needed; it
+// reports whether one is. It may wait for the network.
+func (c *Cluster) Connect(node string) bool { return c.link(node) != nil }
+
+// ErrNoLink: no link to the node is open (Append never dials).
+var ErrNoLink = errors.New("cluster: no open link to the node")
+
+// Append sends a NODE_APPEND of count records (run, wire.AppendRecord
+// each) for streamlet g.Streamlet to its host over the open link, without
+// dialing (ErrNoLink when there is none). done runs on the link's loop
+// with the host's answer, or with an error when the link failed.
+func (c *Cluster) Append(g role.Grant, count int, run []byte, done func(wire.NodeAppended, error)) error {
+	l := c.existingLink(g.Host)
+	if l == nil {
+		return ErrNoLink
+	}
+	return l.queue(func(dst []byte, id uint32) []byte {
+		dst = wire.AppendNodeAppendHeader(dst, id, wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch,
+			Count: uint32(count)}, len(run))
+		return append(dst, run...)
+	}, func(h wire.Header, body []byte, err error) {
+		var res wire.NodeAppended
+		if err == nil {
+			if h.Type != wire.TypeNodeAppended {
+				err = fmt.Errorf("%w: answered %v to NODE_APPEND", ErrLinkDown, h.Type)
+			} else {
+				res, err = wire.DecodeNodeAppended(body)
+			}
+		}
+		done(res, err)
+	})
+}
+
+// Read asks node to feed streamlet id to this node's copy from record
+// from on (NODE_READ), dialing when needed; the feed arrives through
+// Gateway.Feed. It may wait for the network.
+func (c *Cluster) Read(node string, id uint64, from uint32) error {
+	l := c.link(node)
+	if l == nil {
+		return fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
+	}
+	return l.send(wire.AppendNodeRead(nil, id, from))
+}
+
+// Unread tells node that this node's copy of streamlet id is gone
+// (NODE_UNREAD), if a link is open; it never dials.
+func (c *Cluster) Unread(node string, id uint64) {
+	if l := c.existingLink(node); l != nil {
+		_ = l.send(wire.AppendNodeUnread(nil, id))
+	}
+}
+
+// managerHooks is the cluster as the manager sees it (manager.Cluster).
+type managerHooks struct{ c *Cluster }
+
+func (h managerHooks) HostOf(node string) role.Host     { return h.c.hostOf(node) }
+func (h managerHooks) ListAll(ch string) []role.Hosted  { return h.c.listAll(ch) }
+func (h managerHooks) Notify(ch string, nodes []string) { h.c.notify(ch, nodes) }
+func (h managerHooks) Managed(ch string) bool           { return h.c.managed(ch) }
+func (h managerHooks) Skew() time.Duration              { return h.c.skew() }
+func (h managerHooks) Choose(ch string, seq uint64, load manager.Load, exclude []string) (string, bool) {
+	return h.c.choose(ch, seq, load, exclude)
+}
+
+// ManagerOf returns the node managing channel in this node's view; false
+// when no live node does.
+func (c *Cluster) ManagerOf(channel string) (string, bool) { return c.managerOf(channel) }
+
+// Alive counts the members in the node's view that are not marked down.
+func (c *Cluster) Alive() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for name := range c.members {
+		if _, down := c.down[name]; !down {
+			n++
+		}
+	}
+	return n
+}
+
+// GossipAddr returns the membership's address ("" before Start).
+func (c *Cluster) GossipAddr() string {
+	if ml := c.ml.Load(); ml != nil {
+		return ml.Addr()
+	}
+	return ""
+}
+
+// LinkFailures counts the links that ended other than by Shutdown.
+func (c *Cluster) LinkFailures() int64 { return c.linkFailures.Load() }
+
+// Halt stops the cluster layer as a crash would: no membership leave, the
+// links are left to the caller's event loops to close. For fault tests.
+func (c *Cluster) Halt() {
+	close(c.stop)
+	if ml := c.ml.Load(); ml != nil {
+		_ = ml.Shutdown()
+	}
+	c.wg.Wait()
 }

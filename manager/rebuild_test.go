@@ -1,39 +1,41 @@
-package engine
+package manager
 
 import (
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 func TestRebuildState(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	skew := time.Second
-	l := limits{msgs: 100, size: 1 << 20, life: 4 * time.Second, ttl: time.Minute}
+	l := role.Limits{Msgs: 100, Size: 1 << 20, Life: 4 * time.Second, TTL: time.Minute}
 	clockBase := positionBase(now.Add(skew))
 	const e = 1000 << 20 // an epoch far below clockBase
-	sealed := func(id, first uint64, n uint32, succ uint64) Hosted {
-		return Hosted{ID: id, Epoch: e, First: first, Len: n, Sealed: true, Succ: succ, Host: "h", LimitMsgs: 100}
+	sealed := func(id, first uint64, n uint32, succ uint64) role.Hosted {
+		return role.Hosted{ID: id, Epoch: e, First: first, Len: n, Sealed: true, Succ: succ, Host: "h", LimitMsgs: 100}
 	}
 	cases := []struct {
 		name     string
-		in       []Hosted
+		in       []role.Hosted
 		wantNext uint64
 		wantOpen uint64 // id of the open streamlet, 0 if none
 		lost     [][2]uint64
 	}{
 		{"nothing found: a new incarnation at the clock base", nil, clockBase, 0, nil},
 		{"a complete chain continues exactly",
-			[]Hosted{sealed(2, e+100, 100, 0), sealed(1, e, 100, 2)}, e + 200, 0, nil},
+			[]role.Hosted{sealed(2, e+100, 100, 0), sealed(1, e, 100, 2)}, e + 200, 0, nil},
 		{"a hole between live streamlets is lost",
-			[]Hosted{sealed(1, e, 100, 2), sealed(3, e+200, 50, 0)}, e + 250, 0, [][2]uint64{{e + 100, e + 200}}},
+			[]role.Hosted{sealed(1, e, 100, 2), sealed(3, e+200, 50, 0)}, e + 250, 0, [][2]uint64{{e + 100, e + 200}}},
 		{"a missing successor is lost and the next position jumps",
-			[]Hosted{sealed(1, e, 40, 9)}, clockBase, 0, [][2]uint64{{e + 40, clockBase}}},
+			[]role.Hosted{sealed(1, e, 40, 9)}, clockBase, 0, [][2]uint64{{e + 40, clockBase}}},
 		{"the newest open streamlet stays open",
-			[]Hosted{sealed(1, e, 100, 2), {ID: 2, Epoch: e, First: e + 100, Len: 7, Host: "h", LeaseEnd: 5}}, e + 100, 2, nil},
+			[]role.Hosted{sealed(1, e, 100, 2), {ID: 2, Epoch: e, First: e + 100, Len: 7, Host: "h", LeaseEnd: 5}}, e + 100, 2, nil},
 		{"a streamlet lost at takeover ends at its capacity",
-			[]Hosted{sealed(1, e, 100, 2), {ID: 2, Epoch: e, First: e + 100, Len: 7, Host: "h", Lost: true, LimitMsgs: 100}}, e + 200, 0, [][2]uint64{{e + 100, e + 200}}},
+			[]role.Hosted{sealed(1, e, 100, 2), {ID: 2, Epoch: e, First: e + 100, Len: 7, Host: "h", Lost: true, LimitMsgs: 100}}, e + 200, 0, [][2]uint64{{e + 100, e + 200}}},
 		{"only the newest epoch counts",
-			[]Hosted{sealed(1, e, 100, 0), {ID: 5, Epoch: e + 5000, First: e + 5000, Len: 3, Sealed: true, Host: "h"}}, e + 5003, 0, nil},
+			[]role.Hosted{sealed(1, e, 100, 0), {ID: 5, Epoch: e + 5000, First: e + 5000, Len: 3, Sealed: true, Host: "h"}}, e + 5003, 0, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,11 @@
-package engine
+// Package manager is the channel-manager role: for each channel it keeps
+// the streamlet list (pure state in chanState, rebuilt from the hosts'
+// reports by rebuildState when a manager takes a channel over), grants
+// write and read permission, and runs the streamlet lifecycle (leases,
+// expiry, dropping unused channels) when Tick is called. It never touches
+// a connection: hosts are reached through the role.Host interface and the
+// cluster through the Cluster interface, both supplied by the caller.
+package manager
 
 import (
 	"errors"
@@ -8,6 +15,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 const managerShards = 64
@@ -22,18 +31,15 @@ type mchan struct {
 	unmanaged bool
 }
 
-// localManager is the in-process channel manager. Channels live in
-// sharded maps (shard chosen by xxhash of the name); each channel has its
-// own mutex, so channels never contend with each other.
+// Manager is the channel manager of one node. Channels live in sharded
+// maps (shard chosen by xxhash of the name); each channel has its own
+// mutex, so channels never contend with each other. Safe for concurrent
+// use.
 //
-// Lock order: shard.mu before mchan.mu; the host's locks are taken under
-// mchan.mu, never the other way round.
-type localManager struct {
-	opts   *Options
-	host   Host
-	newID  func() uint64
-	node   string
-	now    func() time.Time
+// Lock order: shard.mu before mchan.mu before tombMu; the host's locks are
+// taken under mchan.mu, never the other way round.
+type Manager struct {
+	cfg    Config
 	shards [managerShards]struct {
 		mu sync.RWMutex
 		m  map[string]*mchan
@@ -46,64 +52,78 @@ type localManager struct {
 	tombOrder []string // FIFO for eviction; bounded by maxTombs
 
 	// cl connects the manager to the cluster; nil on a single node.
-	cl managerCluster
+	cl Cluster
 }
 
-// managerCluster is what a manager needs from the cluster (cluster.go).
-// Its methods may block on the network; the manager calls them holding
-// one channel's lock, never a shard's.
-type managerCluster interface {
-	// hostOf returns node's Host role (this node's localHost or a remote
+// Config is what a Manager is built from.
+type Config struct {
+	// Node is this node's name; Host is its streamlet host and NewID
+	// numbers new streamlets (unique in the cluster).
+	Node  string
+	Host  role.Host
+	NewID func() uint64
+	// Limits returns the streamlet limits of a channel.
+	Limits func(channel string) role.Limits
+	// Clock is the time source of every decision.
+	Clock func() time.Time
+}
+
+// Cluster is what a manager needs from the cluster (package cluster).
+// Its methods may block on the network.
+type Cluster interface {
+	// HostOf returns node's Host role (this node's host or a remote
 	// one); nil when node is unknown or down.
-	hostOf(node string) Host
-	// choose picks the hosting node for the channel's next streamlet by
+	HostOf(node string) role.Host
+	// Choose picks the hosting node for the channel's next streamlet by
 	// load, avoiding the nodes in exclude; false when none is left.
-	choose(channel string, seq uint64, load chanLoad, exclude []string) (string, bool)
-	// listAll asks every live node for its streamlets of channel; lost
-	// reports whether some node did not answer.
-	listAll(channel string) []Hosted
-	// notify tells reader nodes that channel changed (a new streamlet, or
+	Choose(channel string, seq uint64, load Load, exclude []string) (string, bool)
+	// ListAll asks every live node for its streamlets of channel.
+	ListAll(channel string) []role.Hosted
+	// Notify tells reader nodes that channel changed (a new streamlet, or
 	// one was lost), without waiting.
-	notify(channel string, nodes []string)
-	// managed reports whether this node manages channel in its current view.
-	managed(channel string) bool
-	// skew is the clock skew allowed between nodes.
-	skew() time.Duration
+	Notify(channel string, nodes []string)
+	// Managed reports whether this node manages channel in its current view.
+	Managed(channel string) bool
+	// Skew is the clock skew allowed between nodes.
+	Skew() time.Duration
 }
 
-// chanLoad is a channel's own load as its manager measures it.
-type chanLoad struct {
-	msgsPerSec, bytesPerSec float64
-	readers                 int
+// Load is a channel's own load as its manager measures it.
+type Load struct {
+	MsgsPerSec, BytesPerSec float64
+	Readers                 int
 }
 
 // hostOf returns the Host role of node.
-func (m *localManager) hostOf(node string) Host {
-	if m.cl == nil || node == m.node {
-		return m.host
+func (m *Manager) hostOf(node string) role.Host {
+	if m.cl == nil || node == m.cfg.Node {
+		return m.cfg.Host
 	}
-	return m.cl.hostOf(node)
+	return m.cl.HostOf(node)
 }
-
-// errNoHost: no live node could host a new streamlet.
-var errNoHost = errors.New("engine: no host available")
 
 // maxTombs bounds the memory kept for dropped channels.
 const maxTombs = 1 << 16
 
-func newLocalManager(opts *Options, host *localHost, now func() time.Time) *localManager {
-	m := &localManager{opts: opts, host: host, newID: host.newID, node: host.node, now: now,
-		tombs: make(map[string]tombstone)}
+// New returns a manager with no channels.
+func New(cfg Config) *Manager {
+	m := &Manager{cfg: cfg, tombs: make(map[string]tombstone)}
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]*mchan)
 	}
 	return m
 }
 
-func (m *localManager) shard(name string) int { return int(xxhash.Sum64String(name) % managerShards) }
+// SetCluster connects the manager to the cluster; call it before the
+// manager is used.
+func (m *Manager) SetCluster(c Cluster) { m.cl = c }
+
+func (m *Manager) now() time.Time { return m.cfg.Clock() }
+
+func (m *Manager) shard(name string) int { return int(xxhash.Sum64String(name) % managerShards) }
 
 // get returns the channel, creating it when create is set.
-func (m *localManager) get(name string, create bool) *mchan {
+func (m *Manager) get(name string, create bool) *mchan {
 	sh := &m.shards[m.shard(name)]
 	sh.mu.RLock()
 	mc := sh.m[name]
@@ -128,7 +148,7 @@ func (m *localManager) get(name string, create bool) *mchan {
 	}
 	if st == nil || len(st.list) == 0 {
 		if st == nil {
-			st = newChanState(m.now(), m.opts.limitsFor(name))
+			st = newChanState(m.now(), m.cfg.Limits(name))
 		}
 		m.tombMu.Lock()
 		if t, ok := m.tombs[name]; ok {
@@ -149,8 +169,8 @@ func (m *localManager) get(name string, create bool) *mchan {
 // (only a split brain leaves two) are sealed. Nothing is sealed for a
 // lookup that does not create (an INFO from a peer with a stale view must
 // not cut the real manager's writers off).
-func (m *localManager) rebuild(name string, create bool) *chanState {
-	hs := m.cl.listAll(name)
+func (m *Manager) rebuild(name string, create bool) *chanState {
+	hs := m.cl.ListAll(name)
 	newest := -1
 	for i := range hs {
 		if newest < 0 || hs[i].First > hs[newest].First {
@@ -174,12 +194,12 @@ func (m *localManager) rebuild(name string, create bool) *chanState {
 		}
 		h.Sealed, h.Len = true, uint32(end-h.First)
 	}
-	return rebuildState(m.now(), m.opts.limitsFor(name), hs, m.cl.skew())
+	return rebuildState(m.now(), m.cfg.Limits(name), hs, m.cl.Skew())
 }
 
 // lockLive returns the channel locked, retrying if it was dropped between
 // the lookup and the lock.
-func (m *localManager) lockLive(name string, create bool) *mchan {
+func (m *Manager) lockLive(name string, create bool) *mchan {
 	for {
 		mc := m.get(name, create)
 		if mc == nil {
@@ -199,7 +219,7 @@ func (m *localManager) lockLive(name string, create bool) *mchan {
 
 // forget drops a channel whose state another manager took over (no
 // tombstone, nothing freed); the next lookup rebuilds it.
-func (m *localManager) forget(mc *mchan) {
+func (m *Manager) forget(mc *mchan) {
 	sh := &m.shards[m.shard(mc.name)]
 	sh.mu.Lock()
 	mc.mu.Lock()
@@ -211,7 +231,7 @@ func (m *localManager) forget(mc *mchan) {
 	sh.mu.Unlock()
 }
 
-func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
+func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 	mc := m.lockLive(channel, true)
 	defer mc.mu.Unlock()
 	now := m.now().UnixNano()
@@ -226,10 +246,10 @@ func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
 	}
 	var exclude []string
 	for tries := 0; tries < 4; tries++ {
-		node := m.node
+		node := m.cfg.Node
 		if m.cl != nil {
 			var ok bool
-			node, ok = m.cl.choose(channel, cs.seq, chanLoad{cs.msgsPerSec, cs.bytesPerSec, cs.readers}, exclude)
+			node, ok = m.cl.Choose(channel, cs.seq, Load{cs.msgsPerSec, cs.bytesPerSec, cs.readers}, exclude)
 			if !ok {
 				break
 			}
@@ -239,15 +259,15 @@ func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
 			exclude = append(exclude, node)
 			continue
 		}
-		id := m.newID()
+		id := m.cfg.NewID()
 		if prev, ok := cs.last(); ok && m.cl != nil && prev.ID != 0 && !prev.Lost {
 			// Record the successor before opening it, as a compare-and-
 			// set on the predecessor's host (DESIGN.md, "Positions are
 			// never reused"); the predecessor may be gone.
 			if ph := m.hostOf(prev.Host); ph != nil {
-				if _, err := ph.Seal(prev.ID, id, node); errors.Is(err, errSuccessorTaken) {
+				if _, err := ph.Seal(prev.ID, id, node); errors.Is(err, role.ErrSuccessorTaken) {
 					mc.unmanaged = true // stale: the next call rebuilds
-					return Grant{}, fmt.Errorf("%w: %q: %v", errChannelMoved, channel, err)
+					return role.Grant{}, fmt.Errorf("%w: %q: %v", role.ErrChannelMoved, channel, err)
 				}
 			}
 		}
@@ -259,23 +279,23 @@ func (m *localManager) WriteGrant(channel string, after uint64) (Grant, error) {
 			continue
 		}
 		if m.cl != nil && len(cs.rnodes) > 0 {
-			m.cl.notify(channel, readerNodes(cs))
+			m.cl.Notify(channel, readerNodes(cs))
 		}
 		return g, nil
 	}
-	return Grant{}, fmt.Errorf("%w: no node could host a streamlet of %q", errNoHost, channel)
+	return role.Grant{}, fmt.Errorf("%w: no node could host a streamlet of %q", role.ErrNoHost, channel)
 }
 
 // sealRef closes the open streamlet ref at its host; when the host cannot
 // be reached the streamlet is treated as lost with it.
-func (m *localManager) sealRef(cs *chanState, ref StreamletRef, now int64) {
+func (m *Manager) sealRef(cs *chanState, ref role.StreamletRef, now int64) {
 	if host := m.hostOf(ref.Host); host != nil {
 		end, err := host.Seal(ref.ID, 0, "")
 		if err == nil {
 			cs.close(ref.ID, end, now)
 			return
 		}
-		if ref.Host == m.node {
+		if ref.Host == m.cfg.Node {
 			cs.close(ref.ID, ref.First, now) // freed meanwhile: nothing was kept
 			return
 		}
@@ -291,10 +311,10 @@ func readerNodes(cs *chanState) []string {
 	return out
 }
 
-func (m *localManager) Info(channel string, create bool) (ChannelInfo, bool) {
+func (m *Manager) Info(channel string, create bool) (role.ChannelInfo, bool) {
 	mc := m.lockLive(channel, create)
 	if mc == nil {
-		return ChannelInfo{}, false
+		return role.ChannelInfo{}, false
 	}
 	defer mc.mu.Unlock()
 	n := 0
@@ -306,15 +326,15 @@ func (m *localManager) Info(channel string, create bool) (ChannelInfo, bool) {
 	return mc.st.info(n), true
 }
 
-func (m *localManager) Interest(channel, node string, delta int) {
+func (m *Manager) Interest(channel, node string, delta int) {
 	mc := m.lockLive(channel, true)
 	mc.st.interest(node, delta)
 	mc.st.lastUse = m.now().UnixNano()
 	mc.mu.Unlock()
 }
 
-func (m *localManager) Expire(channel string, through uint64) (int, error) {
-	if m.cl != nil && !m.cl.managed(channel) {
+func (m *Manager) Expire(channel string, through uint64) (int, error) {
+	if m.cl != nil && !m.cl.Managed(channel) {
 		// Not this node's channel in its view (the views differ for a
 		// moment): expire nothing rather than build a second list; the
 		// host asks again at its next sweep.
@@ -328,14 +348,14 @@ func (m *localManager) Expire(channel string, through uint64) (int, error) {
 	refs := mc.st.expireThrough(through, nil)
 	m.free(refs)
 	if len(refs) > 0 && m.cl != nil && len(mc.st.rnodes) > 0 {
-		m.cl.notify(channel, readerNodes(mc.st))
+		m.cl.Notify(channel, readerNodes(mc.st))
 	}
 	return len(refs), nil
 }
 
 // free releases expired streamlets at their hosts (lost ones and holes
 // have nothing to free).
-func (m *localManager) free(refs []StreamletRef) {
+func (m *Manager) free(refs []role.StreamletRef) {
 	for _, ref := range refs {
 		if ref.ID == 0 || ref.Lost {
 			continue
@@ -346,10 +366,10 @@ func (m *localManager) free(refs []StreamletRef) {
 	}
 }
 
-// nodeDown records that node died: streamlets it hosted are lost (their
+// NodeDown records that node died: streamlets it hosted are lost (their
 // open ones closed at the largest end they could have reached), its
 // readers are forgotten, and the channels' other reader nodes are told.
-func (m *localManager) nodeDown(node string) {
+func (m *Manager) NodeDown(node string) {
 	ns := m.now().UnixNano()
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -357,7 +377,7 @@ func (m *localManager) nodeDown(node string) {
 		for name, mc := range sh.m {
 			mc.mu.Lock()
 			if mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
-				m.cl.notify(name, readerNodes(mc.st))
+				m.cl.Notify(name, readerNodes(mc.st))
 			}
 			mc.mu.Unlock()
 		}
@@ -365,13 +385,13 @@ func (m *localManager) nodeDown(node string) {
 	}
 }
 
-// tick runs the streamlet lifecycle at now: it seals open streamlets whose
+// Tick runs the streamlet lifecycle at now: it seals open streamlets whose
 // lease ended, frees expired ones and drops channels that are empty,
 // unread and unused for a TTL (keeping a tombstone so that positions and
 // epoch continue if the channel comes back).
-func (m *localManager) tick(now time.Time) {
+func (m *Manager) Tick(now time.Time) {
 	ns := now.UnixNano()
-	var expired []StreamletRef
+	var expired []role.StreamletRef
 	var drop []*mchan
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -380,7 +400,7 @@ func (m *localManager) tick(now time.Time) {
 		for _, mc := range sh.m {
 			mc.mu.Lock()
 			cs := mc.st
-			if mc.unmanaged || (m.cl != nil && !m.cl.managed(mc.name)) {
+			if mc.unmanaged || (m.cl != nil && !m.cl.Managed(mc.name)) {
 				// The membership moved the channel to another manager,
 				// which rebuilt it from the hosts: forget it here, free
 				// nothing (the streamlets are the new manager's now).
@@ -406,7 +426,7 @@ func (m *localManager) tick(now time.Time) {
 	}
 }
 
-func (m *localManager) drop(sh *struct {
+func (m *Manager) drop(sh *struct {
 	mu sync.RWMutex
 	m  map[string]*mchan
 }, cands []*mchan, ns int64) {
@@ -426,7 +446,7 @@ func (m *localManager) drop(sh *struct {
 	}
 }
 
-func (m *localManager) bury(name string, t tombstone) {
+func (m *Manager) bury(name string, t tombstone) {
 	m.tombMu.Lock()
 	defer m.tombMu.Unlock()
 	if _, ok := m.tombs[name]; !ok {
@@ -439,8 +459,8 @@ func (m *localManager) bury(name string, t tombstone) {
 	m.tombs[name] = t
 }
 
-// channels reports how many channels are managed (for tests and load).
-func (m *localManager) channels() int {
+// Channels reports how many channels are managed (for metrics and load).
+func (m *Manager) Channels() int {
 	n := 0
 	for i := range m.shards {
 		m.shards[i].mu.RLock()
@@ -450,4 +470,7 @@ func (m *localManager) channels() int {
 	return n
 }
 
-var _ Manager = (*localManager)(nil)
+// Grants reports how many write grants were issued.
+func (m *Manager) Grants() int64 { return m.grants.Load() }
+
+var _ role.Manager = (*Manager)(nil)

@@ -1,8 +1,10 @@
-package engine
+package manager
 
 import (
 	"sort"
 	"time"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 // chanState is a channel manager's state for one channel: its incarnation
@@ -21,8 +23,8 @@ import (
 type chanState struct {
 	epoch  uint64
 	next   uint64 // first position of the next streamlet to open
-	list   []StreamletRef
-	limits limits
+	list   []role.StreamletRef
+	limits role.Limits
 	// readers counts the gateways reading the channel; a channel with
 	// readers or streamlets is never dropped.
 	readers int
@@ -53,7 +55,7 @@ func positionBase(now time.Time) uint64 {
 	return ms << 20
 }
 
-func newChanState(now time.Time, l limits) *chanState {
+func newChanState(now time.Time, l role.Limits) *chanState {
 	b := positionBase(now)
 	return &chanState{epoch: b, next: b, limits: l, lastUse: now.UnixNano()}
 }
@@ -65,50 +67,50 @@ type tombstone struct{ epoch, next uint64 }
 // droppable reports whether the channel holds nothing, has no readers and
 // has been unused for at least ttl at now.
 func (cs *chanState) droppable(now int64) bool {
-	return len(cs.list) == 0 && cs.readers == 0 && now-cs.lastUse >= int64(cs.limits.ttl)
+	return len(cs.list) == 0 && cs.readers == 0 && now-cs.lastUse >= int64(cs.limits.TTL)
 }
 
 // open returns the streamlet that is open, or false when a new one must be
 // opened.
-func (cs *chanState) open() (StreamletRef, bool) {
+func (cs *chanState) open() (role.StreamletRef, bool) {
 	if n := len(cs.list); n > 0 && !cs.list[n-1].Closed {
 		return cs.list[n-1], true
 	}
-	return StreamletRef{}, false
+	return role.StreamletRef{}, false
 }
 
 // grantFor builds the write grant for streamlet ref under the channel's
 // limits.
-func (cs *chanState) grantFor(channel string, ref StreamletRef) Grant {
-	return Grant{
+func (cs *chanState) grantFor(channel string, ref role.StreamletRef) role.Grant {
+	return role.Grant{
 		Channel: channel, Epoch: cs.epoch, Streamlet: ref.ID, Host: ref.Host, First: ref.First,
-		LimitMsgs: cs.limits.msgs, LimitSize: cs.limits.size, LeaseEnd: ref.LeaseEnd,
+		LimitMsgs: cs.limits.Msgs, LimitSize: cs.limits.Size, LeaseEnd: ref.LeaseEnd,
 	}
 }
 
 // leaseOver returns the open streamlet whose write lease has ended at now.
-func (cs *chanState) leaseOver(now int64) (StreamletRef, bool) {
+func (cs *chanState) leaseOver(now int64) (role.StreamletRef, bool) {
 	if s, ok := cs.open(); ok && now >= s.LeaseEnd {
 		return s, true
 	}
-	return StreamletRef{}, false
+	return role.StreamletRef{}, false
 }
 
 // addOpen records a newly opened streamlet. The caller must have checked
 // that none is open.
-func (cs *chanState) addOpen(id uint64, host string, now int64) StreamletRef {
-	ref := StreamletRef{ID: id, Host: host, First: cs.next, LeaseEnd: now + int64(cs.limits.life)}
+func (cs *chanState) addOpen(id uint64, host string, now int64) role.StreamletRef {
+	ref := role.StreamletRef{ID: id, Host: host, First: cs.next, LeaseEnd: now + int64(cs.limits.Life)}
 	cs.list = append(cs.list, ref)
 	cs.seq++
 	return ref
 }
 
 // last returns the newest streamlet, if any.
-func (cs *chanState) last() (StreamletRef, bool) {
+func (cs *chanState) last() (role.StreamletRef, bool) {
 	if n := len(cs.list); n > 0 {
 		return cs.list[n-1], true
 	}
-	return StreamletRef{}, false
+	return role.StreamletRef{}, false
 }
 
 // interest records delta readers on node and reports the reader total.
@@ -132,7 +134,7 @@ func (cs *chanState) interest(node string, delta int) {
 // its end, so it ends at the largest end it could have reached.
 func (cs *chanState) lose(id uint64, now int64) {
 	if s, ok := cs.open(); ok && s.ID == id {
-		cs.close(id, s.First+uint64(cs.limits.msgs), now)
+		cs.close(id, s.First+uint64(cs.limits.Msgs), now)
 		cs.list[len(cs.list)-1].Lost = true
 	}
 }
@@ -151,7 +153,7 @@ func (cs *chanState) hostDown(node string, now int64) bool {
 		}
 		changed = true
 		if !s.Closed {
-			cs.close(s.ID, s.First+uint64(cs.limits.msgs), now)
+			cs.close(s.ID, s.First+uint64(cs.limits.Msgs), now)
 		}
 		s.Lost = true
 	}
@@ -174,33 +176,20 @@ func (cs *chanState) close(id, end uint64, now int64) {
 		end = s.First
 	}
 	s.End, s.Closed = end, true
-	if d := now - (s.LeaseEnd - int64(cs.limits.life)); d > 0 {
+	if d := now - (s.LeaseEnd - int64(cs.limits.Life)); d > 0 {
 		cs.msgsPerSec = float64(end-s.First) * 1e9 / float64(d)
 	}
 	cs.lastUse = now
-	s.Expires = now + int64(cs.limits.ttl)
+	s.Expires = now + int64(cs.limits.TTL)
 	if n > 1 && s.Expires < cs.list[n-2].Expires {
 		s.Expires = cs.list[n-2].Expires
 	}
 	cs.next = end
 }
 
-// expire removes the closed streamlets whose TTL has passed at now and
-// appends their ids to dst.
-func (cs *chanState) expire(now int64, dst []uint64) []uint64 {
-	k := 0
-	for k < len(cs.list) && cs.list[k].Closed && cs.list[k].Expires <= now {
-		dst = append(dst, cs.list[k].ID)
-		k++
-	}
-	if k > 0 {
-		cs.list = append(cs.list[:0], cs.list[k:]...)
-	}
-	return dst
-}
-
-// expireRefs is expire reporting whole entries (their hosts, lost marks).
-func (cs *chanState) expireRefs(now int64, dst []StreamletRef) []StreamletRef {
+// expireRefs removes the closed streamlets whose TTL has passed at now and
+// appends them to dst.
+func (cs *chanState) expireRefs(now int64, dst []role.StreamletRef) []role.StreamletRef {
 	k := 0
 	for k < len(cs.list) && cs.list[k].Closed && cs.list[k].Expires <= now {
 		dst = append(dst, cs.list[k])
@@ -217,7 +206,7 @@ func (cs *chanState) expireRefs(now int64, dst []StreamletRef) []StreamletRef {
 // them to dst. An id that is not a closed streamlet of the list (expired
 // already, or still open) removes nothing. Only a prefix is removed, so a
 // later streamlet still never expires before an earlier one.
-func (cs *chanState) expireThrough(id uint64, dst []StreamletRef) []StreamletRef {
+func (cs *chanState) expireThrough(id uint64, dst []role.StreamletRef) []role.StreamletRef {
 	k := -1
 	for i := range cs.list {
 		if !cs.list[i].Closed {
@@ -236,13 +225,13 @@ func (cs *chanState) expireThrough(id uint64, dst []StreamletRef) []StreamletRef
 	return dst
 }
 
-// info builds a ChannelInfo; openLen is how many messages the open
+// info builds a role.ChannelInfo; openLen is how many messages the open
 // streamlet holds (as reported by its host).
-func (cs *chanState) info(openLen int) ChannelInfo {
-	ci := ChannelInfo{Epoch: cs.epoch, Next: cs.next, Earliest: cs.next}
+func (cs *chanState) info(openLen int) role.ChannelInfo {
+	ci := role.ChannelInfo{Epoch: cs.epoch, Next: cs.next, Earliest: cs.next}
 	if len(cs.list) > 0 {
 		ci.Earliest = cs.list[0].First
-		ci.Streamlets = append([]StreamletRef(nil), cs.list...)
+		ci.Streamlets = append([]role.StreamletRef(nil), cs.list...)
 		if s, ok := cs.open(); ok {
 			ci.Next = s.First + uint64(openLen)
 		}
@@ -265,7 +254,7 @@ func (cs *chanState) info(openLen int) ChannelInfo {
 // next position is also raised to the clock base of now+skew (DESIGN.md,
 // "Positions are never reused"). With nothing reported the channel starts
 // a new incarnation at that clock base.
-func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *chanState {
+func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Duration) *chanState {
 	cs := newChanState(now.Add(skew), l)
 	if len(hs) == 0 {
 		return cs
@@ -274,7 +263,7 @@ func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *cha
 	for _, h := range hs {
 		epoch = max(epoch, h.Epoch)
 	}
-	kept := make([]Hosted, 0, len(hs))
+	kept := make([]role.Hosted, 0, len(hs))
 	for _, h := range hs {
 		if h.Epoch == epoch {
 			kept = append(kept, h)
@@ -282,7 +271,7 @@ func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *cha
 	}
 	sort.Slice(kept, func(i, j int) bool { return kept[i].First < kept[j].First })
 	ns := now.UnixNano()
-	exp := ns + int64(l.ttl)
+	exp := ns + int64(l.TTL)
 	clockBase := cs.next
 	cs.epoch, cs.list = epoch, nil
 	found := make(map[uint64]bool, len(kept))
@@ -293,9 +282,9 @@ func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *cha
 			if n := len(cs.list); n > 0 && cs.list[n-1].End > h.First {
 				continue
 			} else if n > 0 && cs.list[n-1].End < h.First {
-				cs.list = append(cs.list, StreamletRef{First: cs.list[n-1].End, End: h.First, Closed: true, Lost: true, Expires: exp})
+				cs.list = append(cs.list, role.StreamletRef{First: cs.list[n-1].End, End: h.First, Closed: true, Lost: true, Expires: exp})
 			}
-			cs.list = append(cs.list, StreamletRef{ID: h.ID, Host: h.Host, First: h.First, LeaseEnd: h.LeaseEnd})
+			cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, First: h.First, LeaseEnd: h.LeaseEnd})
 			cs.next = h.First
 			cs.seq = uint64(len(kept))
 			return cs
@@ -310,24 +299,24 @@ func rebuildState(now time.Time, l limits, hs []Hosted, skew time.Duration) *cha
 				continue // overlaps what is kept: only after a split brain
 			}
 			if h.First > prev {
-				cs.list = append(cs.list, StreamletRef{First: prev, End: h.First, Closed: true, Lost: true, Expires: exp})
+				cs.list = append(cs.list, role.StreamletRef{First: prev, End: h.First, Closed: true, Lost: true, Expires: exp})
 			}
 		}
-		cs.list = append(cs.list, StreamletRef{ID: h.ID, Host: h.Host, First: h.First, End: end,
+		cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, First: h.First, End: end,
 			Closed: true, Lost: h.Lost, Expires: exp})
 		found[h.ID] = true
 	}
 	lastRef := cs.list[len(cs.list)-1]
 	cs.next = lastRef.End
-	var lastH Hosted
+	var lastH role.Hosted
 	for _, h := range kept {
 		if h.ID == lastRef.ID {
 			lastH = h
 		}
 	}
 	if lastH.Succ != 0 && !found[lastH.Succ] {
-		end := max(cs.next+uint64(l.msgs), clockBase)
-		cs.list = append(cs.list, StreamletRef{First: cs.next, End: end, Closed: true, Lost: true, Expires: exp})
+		end := max(cs.next+uint64(l.Msgs), clockBase)
+		cs.list = append(cs.list, role.StreamletRef{First: cs.next, End: end, Closed: true, Lost: true, Expires: exp})
 		cs.next = end
 	}
 	cs.seq = uint64(len(kept))

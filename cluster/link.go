@@ -1,0 +1,303 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// ErrLinkDown: the connection to a peer node failed or was closed; the
+// outcome of requests in flight on it is unknown.
+var ErrLinkDown = errors.New("cluster: link to peer node down")
+
+// errLinkBacklog: more than LinkBacklog bytes wait to be written to a peer.
+var errLinkBacklog = errors.New("cluster: link to peer node backlogged")
+
+// LinkBacklog bounds the bytes queued on one outbound link (and, in the
+// engine, what may wait in its connection's output).
+const LinkBacklog = 64 << 20
+
+// Transport enrolls dialed node connections in the engine's event loops.
+type Transport interface {
+	// Enroll hands c, connected and past the node handshake, to an event
+	// loop, which owns it from then on: the loop calls lk.Attach when it
+	// opens the connection, lk.Receive for every frame read from it and
+	// lk.Closed when it closes. Enroll returns once the loop accepted the
+	// connection or deadline passed; it must not run on a loop.
+	Enroll(c net.Conn, lk *Link, deadline time.Time) error
+}
+
+// Conn is the event loop's side of an enrolled link.
+type Conn interface {
+	// Kick asks the loop to call Link.Drain soon (from any goroutine).
+	Kick()
+	// Close closes the connection on its loop after what was drained is
+	// written (from any goroutine).
+	Close()
+}
+
+// Link is this node's outbound connection to one peer node: requests go
+// out on it, and answers and NODE_FEED come back. It is dialed and
+// handshaken by the goroutine that needs it, then enrolled in an event
+// loop (Transport.Enroll), which owns the connection from then on: the
+// loop hands it every frame read (Receive) and writes what was queued
+// (Drain, when kicked, so everything queued meanwhile goes out in one
+// write). Methods are safe for concurrent use unless they say otherwise;
+// callbacks run on the loop and must not block.
+type Link struct {
+	cl   *Cluster
+	node string
+
+	// c is set on the loop when it opens the enrolled connection
+	// (Attach); ready is closed then.
+	c     Conn
+	ready chan struct{}
+
+	mu       sync.Mutex
+	out      []byte
+	spare    []byte
+	flushing bool // a flush task is scheduled
+	attached bool
+	nextID   uint32
+	calls    map[uint32]func(h wire.Header, body []byte, err error)
+	err      error // set once closed
+}
+
+// dialLink connects to node at addr (its client address), completes the
+// node handshake and enrolls the connection in an event loop, all within
+// timeout. It must not run on a loop.
+func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, error) {
+	deadline := time.Now().Add(timeout) // a socket deadline: wall time
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s (%s): %v", ErrLinkDown, node, addr, err)
+	}
+	_ = c.SetDeadline(deadline)
+	r, name, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: cl.self,
+		ClientAddr: cl.clientAddr, Proof: wire.NodeProof(cl.opts.Secret, cl.self)})
+	if err == nil && name != node {
+		err = fmt.Errorf("is node %q, not %q", name, node)
+	}
+	if err == nil && r.Buffered() != 0 {
+		err = fmt.Errorf("sent %d bytes after NODE_WELCOME", r.Buffered())
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s (%s): %v", ErrLinkDown, node, addr, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	l := &Link{cl: cl, node: node, ready: make(chan struct{}),
+		calls: make(map[uint32]func(wire.Header, []byte, error))}
+	if err := cl.cfg.Transport.Enroll(c, l, deadline); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s: enroll: %v", ErrLinkDown, node, err)
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-l.ready:
+	case <-t.C:
+		l.close(fmt.Errorf("%w: %s: not opened by the event loop in time", ErrLinkDown, node))
+	}
+	if e := l.error(); e != nil {
+		return nil, e
+	}
+	return l, nil
+}
+
+// Attach is called by the loop that opened the enrolled connection, with
+// its side of it; false means the link ended meanwhile (the loop closes
+// the connection).
+func (lk *Link) Attach(c Conn) bool {
+	lk.mu.Lock()
+	dead := lk.err != nil
+	lk.c, lk.attached = c, true
+	kick := len(lk.out) > 0 && !lk.flushing
+	if kick {
+		lk.flushing = true
+	}
+	lk.mu.Unlock()
+	close(lk.ready)
+	if kick {
+		c.Kick()
+	}
+	return !dead
+}
+
+// Node returns the name of the peer node.
+func (lk *Link) Node() string { return lk.node }
+
+func (lk *Link) error() error {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.err
+}
+
+// queue appends one frame built by enc to the output; cb, when not nil,
+// is registered for the answer carrying the frame's request id.
+func (l *Link) queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header, []byte, error)) error {
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return err
+	}
+	if len(l.out) > LinkBacklog {
+		l.mu.Unlock()
+		return errLinkBacklog
+	}
+	l.nextID++
+	if l.nextID == 0 {
+		l.nextID = 1
+	}
+	id := l.nextID
+	l.out = enc(l.out, id)
+	if cb != nil {
+		l.calls[id] = cb
+	}
+	kick := l.attached && !l.flushing
+	if kick {
+		l.flushing = true
+	}
+	l.mu.Unlock()
+	if kick {
+		l.c.Kick()
+	}
+	return nil
+}
+
+// Drain hands what was queued to write (on the link's loop, when kicked;
+// write copies it into the connection's output).
+func (l *Link) Drain(write func([]byte)) {
+	l.mu.Lock()
+	buf := l.out
+	l.out, l.spare = l.spare[:0], nil
+	l.flushing = false
+	l.mu.Unlock()
+	if len(buf) > 0 {
+		write(buf)
+	}
+	if cap(buf) <= 4<<20 {
+		l.mu.Lock()
+		l.spare = buf[:0]
+		l.mu.Unlock()
+	}
+}
+
+// call sends a NODE_REQUEST and waits for its answer (at most the
+// cluster's RPC timeout). The result is a copy.
+func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	err := l.queue(func(dst []byte, id uint32) []byte { return wire.AppendNodeRequest(dst, id, op, body) },
+		func(h wire.Header, b []byte, err error) {
+			if err == nil && h.Type != wire.TypeNodeResponse {
+				err = fmt.Errorf("%w: %s answered %v to a request", ErrLinkDown, l.node, h.Type)
+			}
+			if err != nil {
+				ch <- result{err: err}
+				return
+			}
+			status, res, text, derr := wire.DecodeNodeResponse(b)
+			switch {
+			case derr != nil:
+				ch <- result{err: fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, derr)}
+			case status != wire.NodeOK:
+				ch <- result{err: &opError{status, text}}
+			default:
+				ch <- result{b: append([]byte(nil), res...)}
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(l.cl.rpcTimeout())
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-t.C:
+		err := fmt.Errorf("%w: %s: %v timed out", ErrLinkDown, l.node, op)
+		l.close(err) // an unanswered peer is treated as failed
+		return nil, err
+	}
+}
+
+// post sends a NODE_REQUEST whose answer is not awaited.
+func (l *Link) post(op wire.NodeOp, body []byte) {
+	_ = l.queue(func(dst []byte, id uint32) []byte { return wire.AppendNodeRequest(dst, id, op, body) },
+		func(wire.Header, []byte, error) {})
+}
+
+// send queues a frame that has no answer (NODE_READ, NODE_UNREAD).
+func (l *Link) send(frame []byte) error {
+	return l.queue(func(dst []byte, _ uint32) []byte { return append(dst, frame...) }, nil)
+}
+
+// Receive handles one frame from the peer (on the link's loop); an error
+// ends the link (the loop then closes the connection).
+func (l *Link) Receive(h wire.Header, body []byte) error {
+	switch h.Type {
+	case wire.TypeNodeResponse, wire.TypeNodeAppended:
+		l.mu.Lock()
+		cb := l.calls[h.ID]
+		delete(l.calls, h.ID)
+		l.mu.Unlock()
+		if cb != nil {
+			cb(h, body, nil)
+		}
+	case wire.TypeNodeFeed:
+		f, stamps, run, err := wire.DecodeNodeFeed(body)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
+		}
+		l.cl.gw.Feed(f, stamps, run)
+	case wire.TypePing:
+		return l.send(wire.AppendPong(nil, h.ID))
+	case wire.TypePong:
+	default: // ERROR, GOAWAY or anything unexpected ends the link
+		return fmt.Errorf("%w: %s sent %v", ErrLinkDown, l.node, h.Type)
+	}
+	return nil
+}
+
+// Closed is called by the loop when the link's connection closed.
+func (l *Link) Closed(err error) { l.close(err) }
+
+// close ends the link once: requests in flight fail with err, and the
+// cluster learns that the peer may be gone.
+func (l *Link) close(err error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.err = err
+	calls := l.calls
+	l.calls = nil
+	attached := l.attached
+	l.mu.Unlock()
+	if attached {
+		// Close the connection on its loop (a no-op when the loop
+		// closes it already).
+		l.c.Close()
+	}
+	for _, cb := range calls {
+		cb(wire.Header{}, nil, err)
+	}
+	l.cl.linkClosed(l, err)
+}
+
+// closed reports whether the link has ended.
+func (l *Link) closed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err != nil
+}

@@ -1,0 +1,419 @@
+// Package host is the streamlet-host role: it keeps streamlets (ring
+// buffers of one channel portion each) in memory, serves appends under a
+// write grant and reads by position, seals and frees them, and accounts
+// their memory for the node's retention budget (retention.go). It knows
+// nothing of connections: whoever reads a streamlet from another goroutine
+// registers a Waker and is told, by callback, when it changed.
+//
+// The same Streamlet type also serves as a gateway's copy of a streamlet
+// hosted by another node (Host.NewCopy), filled from that node's feed.
+package host
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rtm/sluice/ringbuf"
+	"github.com/sluice-rtm/sluice/role"
+)
+
+// Waker is told that a streamlet changed: records were appended, or it was
+// sealed or freed. Wake is called from whichever goroutine changed the
+// streamlet, with no lock of the streamlet held, and must not block.
+type Waker interface{ Wake() }
+
+// Streamlet is one channel portion: a ring buffer of messages whose first
+// message has position First. Writers (any gateway loop holding the write
+// grant, or the feed of a copy) are serialised by mu; readers read Buf
+// lock-free, holding a buffer reference (Buf().Acquire) while they use its
+// bytes.
+type Streamlet struct {
+	h        *Host
+	id       uint64
+	channel  string
+	first    uint64
+	leaseEnd int64 // unix ns; appends at or after it seal the streamlet
+
+	mu  sync.Mutex // serialises appends, Seal and Free (the single writer)
+	buf *ringbuf.Buffer
+
+	// epoch and limitMsgs are fixed at creation; succ and succHost are
+	// guarded by mu.
+	epoch     uint64
+	limitMsgs int
+	succ      uint64
+	succHost  string
+	// wakers are told of changes (the feeds of other nodes' copies). The
+	// slice is replaced, never modified, under wmu, so that wake reads it
+	// without a lock.
+	wmu    sync.Mutex
+	wakers atomic.Pointer[[]Waker]
+	// copyOf names the node hosting the original when this is a gateway's
+	// copy (NewCopy); "" for a hosted streamlet.
+	copyOf string
+	// sealSeq orders sealed streamlets by when they were sealed (from the
+	// host's seal counter; 0 while open): the retention budget frees the
+	// oldest first (retention.go).
+	sealSeq atomic.Uint64
+	// sealedAt is when the buffer was sealed (unix ns, the host's clock; 0
+	// while open).
+	sealedAt atomic.Int64
+}
+
+// ID returns the streamlet's id.
+func (s *Streamlet) ID() uint64 { return s.id }
+
+// Channel returns the name of the streamlet's channel.
+func (s *Streamlet) Channel() string { return s.channel }
+
+// First returns the position of the streamlet's first message.
+func (s *Streamlet) First() uint64 { return s.first }
+
+// Epoch returns the channel incarnation the streamlet belongs to.
+func (s *Streamlet) Epoch() uint64 { return s.epoch }
+
+// Buf returns the streamlet's buffer for reading (Acquire, Len, Sealed,
+// AppendRun, Stamp, SearchStamp, Release, Footprint). Only the Streamlet's
+// methods write it.
+func (s *Streamlet) Buf() *ringbuf.Buffer { return s.buf }
+
+// CopyOf returns the node hosting the original of a copy, "" for a hosted
+// streamlet.
+func (s *Streamlet) CopyOf() string { return s.copyOf }
+
+// SealedAt returns when the buffer was sealed (unix ns), 0 while open.
+func (s *Streamlet) SealedAt() int64 { return s.sealedAt.Load() }
+
+// SealSeq returns the node-wide order of the streamlet's seal, 0 while open.
+func (s *Streamlet) SealSeq() uint64 { return s.sealSeq.Load() }
+
+// sealLocked seals the buffer and numbers the seal; s.mu is held.
+func (s *Streamlet) sealLocked() {
+	if !s.buf.Sealed() {
+		s.buf.Seal()
+		s.sealSeq.Store(s.h.seals.Add(1))
+		s.sealedAt.Store(s.h.clock().UnixNano())
+	}
+}
+
+// AddWaker registers w to be told of the streamlet's changes.
+func (s *Streamlet) AddWaker(w Waker) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var ws []Waker
+	if p := s.wakers.Load(); p != nil {
+		ws = append(ws, (*p)...)
+	}
+	ws = append(ws, w)
+	s.wakers.Store(&ws)
+}
+
+// RemoveWaker forgets w.
+func (s *Streamlet) RemoveWaker(w Waker) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	p := s.wakers.Load()
+	if p == nil {
+		return
+	}
+	ws := make([]Waker, 0, len(*p))
+	for _, x := range *p {
+		if x != w {
+			ws = append(ws, x)
+		}
+	}
+	if len(ws) == 0 {
+		s.wakers.Store(nil)
+		return
+	}
+	s.wakers.Store(&ws)
+}
+
+// wake tells the wakers of a change; no lock is held.
+func (s *Streamlet) wake() {
+	if p := s.wakers.Load(); p != nil {
+		for _, w := range *p {
+			w.Wake()
+		}
+	}
+}
+
+// Append adds one message stamped now (unix ns) and returns its position,
+// or role.ErrStreamletClosed when the streamlet is sealed, full or past its
+// lease; in the last two cases it seals itself first, so that the end
+// position it reports is final. Wakers are told.
+func (s *Streamlet) Append(p []byte, now int64) (uint64, error) {
+	var pos [1]uint64
+	if s.AppendBatch([][]byte{p}, pos[:], now) == 0 {
+		return 0, role.ErrStreamletClosed
+	}
+	return pos[0], nil
+}
+
+// AppendBatch appends payloads in order under one lock acquisition and
+// stores each position in pos. It returns how many were appended; fewer
+// than len(payloads) means the streamlet closed (and is now sealed).
+// Wakers are told; the host's load counters count what was appended.
+func (s *Streamlet) AppendBatch(payloads [][]byte, pos []uint64, now int64) int {
+	n, bytes := s.appendLocked(payloads, pos, now)
+	if n > 0 {
+		s.h.appended.Add(uint64(n))
+		s.h.appendedBytes.Add(uint64(bytes))
+	}
+	s.wake()
+	return n
+}
+
+func (s *Streamlet) appendLocked(payloads [][]byte, pos []uint64, now int64) (n, bytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.buf.Sealed() {
+		return 0, 0
+	}
+	if now >= s.leaseEnd {
+		s.sealLocked()
+		return 0, 0
+	}
+	for k, p := range payloads {
+		i, err := s.buf.Append(p, now)
+		if err != nil {
+			s.sealLocked()
+			return k, bytes
+		}
+		pos[k] = s.first + uint64(i)
+		bytes += len(p)
+	}
+	return len(payloads), bytes
+}
+
+// Fill appends to a copy (NewCopy) the records of its original from index
+// start on: next returns record i's payload and stamp. Records it holds
+// already (a re-read after a reconnect) are skipped; seal ends the copy.
+// Wakers are not told: a copy's readers are the gateway's, woken by it.
+func (s *Streamlet) Fill(start, count int, next func(i int) ([]byte, int64), seal bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.buf.Len()
+	for i := 0; i < count; i++ {
+		p, stamp := next(i)
+		if start+i < n || s.buf.Sealed() {
+			continue
+		}
+		if start+i > s.buf.Len() {
+			break // a hole: cannot happen on one ordered feed
+		}
+		if _, err := s.buf.Append(p, stamp); err != nil {
+			s.sealLocked()
+		}
+	}
+	if seal {
+		s.sealLocked()
+	}
+}
+
+// End seals a copy whose feed cannot continue.
+func (s *Streamlet) End() {
+	s.mu.Lock()
+	s.sealLocked()
+	s.mu.Unlock()
+}
+
+// Drop seals and frees a copy; it reports whether it was still open.
+func (s *Streamlet) Drop() (wasOpen bool) {
+	s.mu.Lock()
+	wasOpen = !s.buf.Sealed()
+	s.buf.Seal()
+	s.buf.Free()
+	s.mu.Unlock()
+	return wasOpen
+}
+
+// seal closes the streamlet for writes and returns its end position.
+// A non-zero succ records the successor, unless another one is recorded
+// already (role.ErrSuccessorTaken; see role.Host.Seal).
+func (s *Streamlet) seal(succ uint64, succHost string) (uint64, error) {
+	s.mu.Lock()
+	s.sealLocked()
+	n := s.buf.Len()
+	var err error
+	switch {
+	case succ == 0 || s.succ == succ:
+	case s.succ != 0:
+		err = fmt.Errorf("%w: streamlet %d is followed by %d on %s", role.ErrSuccessorTaken, s.id, s.succ, s.succHost)
+	default:
+		s.succ, s.succHost = succ, succHost
+	}
+	s.mu.Unlock()
+	s.wake()
+	return s.first + uint64(n), err
+}
+
+// Host is the in-process streamlet host: a map of streamlet id to
+// streamlet. Safe for concurrent use.
+//
+// Lock order: Host.mu before Streamlet.mu (List, Footprint); Streamlet.wmu
+// is taken alone.
+type Host struct {
+	node   string
+	clock  func() time.Time
+	nextID atomic.Uint64
+	// idBase makes ids unique across the cluster: its top 24 bits are
+	// random per process, the counter fills the low 40.
+	idBase uint64
+	seals  atomic.Uint64 // numbers seals (Streamlet.sealSeq)
+
+	mu         sync.RWMutex
+	streamlets map[uint64]*Streamlet
+
+	hosted atomic.Int64 // streamlets currently hosted (load report)
+	// retained sums the footprints of this node's history: its hosted
+	// streamlets and its gateway copies (ringbuf.Buffer.Account); the
+	// retention budget reads it (retention.go).
+	retained atomic.Int64
+	// appended counts messages and payload bytes appended (load report).
+	appended, appendedBytes atomic.Uint64
+}
+
+// New returns an empty host for node; clock stamps seals.
+func New(node string, clock func() time.Time) *Host {
+	return &Host{node: node, clock: clock, streamlets: make(map[uint64]*Streamlet),
+		idBase: (rand.Uint64() | 1) << 40}
+}
+
+// Node returns the name of the node the host runs on.
+func (h *Host) Node() string { return h.node }
+
+// NewID returns a fresh streamlet id, unique in the cluster with
+// overwhelming probability (24 random bits per process, 40-bit counter).
+func (h *Host) NewID() uint64 { return h.idBase | h.nextID.Add(1)&(1<<40-1) }
+
+// Load is the host's load report.
+type Load struct {
+	Hosted, Created         int64  // streamlets hosted now, ids handed out
+	Retained                int64  // bytes of history (hosted and copies)
+	Appended, AppendedBytes uint64 // messages and payload bytes appended
+}
+
+// Load returns the host's counters.
+func (h *Host) Load() Load {
+	return Load{Hosted: h.hosted.Load(), Created: int64(h.nextID.Load()), Retained: h.retained.Load(),
+		Appended: h.appended.Load(), AppendedBytes: h.appendedBytes.Load()}
+}
+
+// HostStreamlet hosts a new streamlet under grant g.
+func (h *Host) HostStreamlet(g role.Grant) error {
+	s := &Streamlet{
+		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
+		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
+	}
+	s.buf.Account(&h.retained)
+	h.mu.Lock()
+	if h.streamlets[g.Streamlet] != nil {
+		h.mu.Unlock()
+		return nil // a retried request: hosted already
+	}
+	h.streamlets[g.Streamlet] = s
+	h.mu.Unlock()
+	h.hosted.Add(1)
+	return nil
+}
+
+// NewCopy returns a gateway's copy of streamlet id of channel, hosted by
+// node copyOf, with the channel's limits. The copy is not hosted (Streamlet
+// does not find it): the caller keeps it, fills it (Fill) and drops it.
+// Its memory counts towards the node's retained bytes.
+func (h *Host) NewCopy(id uint64, channel string, first uint64, l role.Limits, copyOf string) *Streamlet {
+	s := &Streamlet{h: h, id: id, channel: channel, first: first, leaseEnd: math.MaxInt64,
+		buf: ringbuf.New(l.Msgs, l.Size), limitMsgs: l.Msgs, copyOf: copyOf}
+	s.buf.Account(&h.retained)
+	return s
+}
+
+// List reports the streamlets of channel this host holds.
+func (h *Host) List(channel string) ([]role.Hosted, error) {
+	h.mu.RLock()
+	var out []role.Hosted
+	for _, s := range h.streamlets {
+		if s.channel == channel {
+			out = append(out, s.hosted(h.node))
+		}
+	}
+	h.mu.RUnlock()
+	return out, nil
+}
+
+// hosted describes s for List.
+func (s *Streamlet) hosted(node string) role.Hosted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return role.Hosted{ID: s.id, Epoch: s.epoch, First: s.first, Host: node, Len: uint32(s.buf.Len()),
+		Sealed: s.buf.Sealed(), Succ: s.succ, SuccHost: s.succHost, LeaseEnd: s.leaseEnd,
+		LimitMsgs: uint32(s.limitMsgs)}
+}
+
+// Streamlet returns hosted streamlet id, nil if the host does not hold it.
+func (h *Host) Streamlet(id uint64) *Streamlet {
+	h.mu.RLock()
+	s := h.streamlets[id]
+	h.mu.RUnlock()
+	return s
+}
+
+// Seal closes streamlet id for writes (see role.Host.Seal).
+func (h *Host) Seal(id, succ uint64, succHost string) (uint64, error) {
+	s := h.Streamlet(id)
+	if s == nil {
+		return 0, role.ErrUnknownStreamlet
+	}
+	return s.seal(succ, succHost)
+}
+
+// Len reports how many messages streamlet id holds.
+func (h *Host) Len(id uint64) (int, bool) {
+	s := h.Streamlet(id)
+	if s == nil {
+		return 0, false
+	}
+	return s.buf.Len(), true
+}
+
+// Free releases streamlet id's memory; readers holding a buffer reference
+// finish first (ringbuf), wakers are told.
+func (h *Host) Free(id uint64) {
+	h.mu.Lock()
+	s := h.streamlets[id]
+	delete(h.streamlets, id)
+	h.mu.Unlock()
+	if s != nil {
+		s.mu.Lock() // Free must not run concurrently with a writer
+		s.buf.Seal()
+		s.buf.Free()
+		s.mu.Unlock()
+		s.wake() // readers learn it is gone
+		h.hosted.Add(-1)
+	}
+}
+
+// SealedBefore returns, by channel, the hosted streamlets sealed longer
+// ago than age(channel) at now (unix ns).
+func (h *Host) SealedBefore(now int64, age func(channel string) time.Duration) map[string][]uint64 {
+	old := make(map[string][]uint64)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for id, s := range h.streamlets {
+		if at := s.sealedAt.Load(); at != 0 && now-at > int64(age(s.channel)) {
+			old[s.channel] = append(old[s.channel], id)
+		}
+	}
+	return old
+}
+
+var _ role.Host = (*Host)(nil)
+
+// Backdate sets when a sealed streamlet counts as sealed (unix ns): fault
+// tests use it to age a streamlet without waiting.
+func (s *Streamlet) Backdate(sealedAt int64) { s.sealedAt.Store(sealedAt) }
