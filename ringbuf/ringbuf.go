@@ -7,6 +7,10 @@
 //	| u32 BE payload len L |  L payload bytes |
 //	+----------------------+------------------+
 //
+// where bit 31 of the length word is a flag the caller may set (AppendExt;
+// the engine marks extended records, wire.RecordExt, with it) and L is the
+// other 31 bits.
+//
 // and consecutive records of one chunk are contiguous, so the stored bytes of
 // records [from, to) are exactly the record run of a wire DATA frame body
 // (package wire, DATA frame) and can be written to a socket as they are.
@@ -49,9 +53,12 @@ var ErrSealed = errors.New("ringbuf: buffer sealed")
 // prefixLen is the size of the big-endian u32 length prefix of every record.
 const prefixLen = 4
 
-// maxPayload is the largest payload a u32 length prefix (and a u32 chunk
-// offset) can describe.
-const maxPayload = math.MaxUint32 - prefixLen
+// maxPayload is the largest payload a 31-bit length (bit 31 is the ext
+// flag) can describe.
+const maxPayload = math.MaxInt32
+
+// extBit is the length word's flag bit (AppendExt, GetExt).
+const extBit = 1 << 31
 
 // cacheLine is the padding unit that keeps hot atomics of different sharers
 // on different cache lines.
@@ -148,6 +155,14 @@ func New(maxRecords, maxBytes int) *Buffer {
 // Writer side only: at most one goroutine at a time may call Append, Fits,
 // Seal and Free. Safe concurrently with any number of readers.
 func (b *Buffer) Append(p []byte, stamp int64) (index int, err error) {
+	return b.AppendExt(p, false, stamp)
+}
+
+// AppendExt is Append with the length word's flag bit set when ext is true
+// (a record whose body is an extended record body, wire.RecordExt). The
+// flag travels with the record in AppendRun's bytes; Get returns the body
+// without it and GetExt reports it.
+func (b *Buffer) AppendExt(p []byte, ext bool, stamp int64) (index int, err error) {
 	if b.sealed.Load() {
 		return -1, ErrSealed
 	}
@@ -156,7 +171,11 @@ func (b *Buffer) Append(p []byte, stamp int64) (index int, err error) {
 	}
 	need := prefixLen + len(p)
 	c, ci, off := b.place(need)
-	binary.BigEndian.PutUint32(c.b[off:], uint32(len(p)))
+	w := uint32(len(p))
+	if ext {
+		w |= extBit
+	}
+	binary.BigEndian.PutUint32(c.b[off:], w)
 	copy(c.b[off+prefixLen:], p)
 
 	i := b.n
@@ -329,19 +348,26 @@ func (b *Buffer) entry(t *table, i int) (entry, bool) {
 // be modified; it stays valid while the caller holds a reference.
 // Reader side: any goroutine holding a reference, lock-free.
 func (b *Buffer) Get(i int) []byte {
+	p, _ := b.GetExt(i)
+	return p
+}
+
+// GetExt is Get that also reports the record's flag bit (AppendExt).
+func (b *Buffer) GetExt(i int) (p []byte, ext bool) {
 	if i < 0 || i >= int(b.committed.Load()) {
-		return nil
+		return nil, false
 	}
 	t := b.tab.Load()
 	e, ok := b.entry(t, i)
 	if !ok || int(e.chunk) >= len(t.chunks) || t.chunks[e.chunk] == nil {
-		return nil
+		return nil, false
 	}
 	c := t.chunks[e.chunk].b
 	off := int(e.off)
-	l := int(binary.BigEndian.Uint32(c[off:]))
+	w := binary.BigEndian.Uint32(c[off:])
+	l := int(w &^ extBit)
 	start := off + prefixLen
-	return c[start : start+l : start+l]
+	return c[start : start+l : start+l], w&extBit != 0
 }
 
 // Stamp returns the stamp of committed record i, or 0 if i is not in

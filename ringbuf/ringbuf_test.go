@@ -694,3 +694,39 @@ func TestAccountSumsFootprints(t *testing.T) {
 		t.Fatalf("after the last Release: account %d, want 0", got)
 	}
 }
+
+// TestAppendExt: the flag bit travels in the stored length word (so
+// AppendRun's bytes are a wire record run with extended records marked),
+// Get returns the body without it, GetExt reports it.
+func TestAppendExt(t *testing.T) {
+	b := New(10, 1<<10)
+	defer b.Free()
+	if _, err := b.Append([]byte("plain"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AppendExt([]byte("ext"), true, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AppendExt([]byte(""), false, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		p   string
+		ext bool
+	}{{"plain", false}, {"ext", true}, {"", false}} {
+		p, ext := b.GetExt(i)
+		if string(p) != want.p || ext != want.ext || string(b.Get(i)) != want.p {
+			t.Fatalf("record %d: %q %v, want %q %v", i, p, ext, want.p, want.ext)
+		}
+	}
+	run, end, n := b.AppendRun(nil, 0, 3, 1<<10)
+	want := []byte{0, 0, 0, 5, 'p', 'l', 'a', 'i', 'n', 0x80, 0, 0, 3, 'e', 'x', 't', 0, 0, 0, 0}
+	if end != 3 || n != len(want) || len(run) != 1 || !bytes.Equal(run[0], want) {
+		t.Fatalf("run % x (end %d, %d bytes), want % x", run, end, n, want)
+	}
+	big := New(1, 1<<40)
+	defer big.Free()
+	if big.Fits(1<<31) || !big.Fits(1<<31-1) {
+		t.Fatal("a 31-bit length bounds a record")
+	}
+}
