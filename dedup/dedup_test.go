@@ -1,0 +1,132 @@
+package dedup
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second)
+
+func TestWindow(t *testing.T) {
+	type op struct {
+		add    bool
+		id     string
+		pos    uint64 // add: the position; lookup: the wanted one (0 = not found)
+		now    int64
+		length int // Len after the op plus 1; 0 = not checked
+	}
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		maxIDs int
+		ops    []op
+	}{
+		{"found within the window", 2 * time.Minute, 10, []op{
+			{add: true, id: "a", pos: 1, now: 0, length: 2},
+			{id: "a", pos: 1, now: 119 * sec, length: 2},
+			{id: "b", pos: 0, now: 119 * sec, length: 2},
+		}},
+		{"gone at the window's end", 2 * time.Minute, 10, []op{
+			{add: true, id: "a", pos: 1, now: 0},
+			{add: true, id: "b", pos: 2, now: 60 * sec},
+			{id: "a", pos: 0, now: 120 * sec, length: 2},
+			{id: "b", pos: 2, now: 120 * sec, length: 2},
+			{id: "b", pos: 0, now: 180 * sec, length: 1},
+		}},
+		{"oldest forgotten past maxIDs", time.Hour, 3, []op{
+			{add: true, id: "a", pos: 1, now: 1},
+			{add: true, id: "b", pos: 2, now: 2},
+			{add: true, id: "c", pos: 3, now: 3},
+			{add: true, id: "d", pos: 4, now: 4, length: 4},
+			{id: "a", pos: 0, now: 5},
+			{id: "b", pos: 2, now: 5},
+			{id: "d", pos: 4, now: 5},
+		}},
+		{"ids are bytes, compared exactly", time.Hour, 10, []op{
+			{add: true, id: "a", pos: 1, now: 1},
+			{id: "A", pos: 0, now: 2},
+			{id: "a\x00", pos: 0, now: 2},
+			{id: "a", pos: 1, now: 2},
+		}},
+		{"re-added id moves", time.Hour, 10, []op{
+			{add: true, id: "a", pos: 1, now: 1},
+			{add: true, id: "a", pos: 5, now: 2, length: 2},
+			{id: "a", pos: 5, now: 3},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New(tc.window, tc.maxIDs)
+			for i, o := range tc.ops {
+				if o.add {
+					w.Add([]byte(o.id), o.pos, o.now)
+				} else if pos, ok := w.Lookup([]byte(o.id), o.now); pos != o.pos || ok != (o.pos != 0) {
+					t.Fatalf("op %d: Lookup(%q) = %d %v, want %d", i, o.id, pos, ok, o.pos)
+				}
+				if o.length != 0 && w.Len() != o.length-1 {
+					t.Fatalf("op %d: Len %d, want %d", i, w.Len(), o.length-1)
+				}
+			}
+		})
+	}
+}
+
+// TestBounded: memory stays within maxIDs however many ids come, and the
+// newest maxIDs are the ones remembered.
+func TestBounded(t *testing.T) {
+	w := New(time.Hour, 1000)
+	for i := range 100_000 {
+		w.Add(fmt.Appendf(nil, "id-%d", i), uint64(i+1), int64(i))
+		if w.Len() > 1000 || w.n > 1000 || len(w.ring) > 1001 {
+			t.Fatalf("after %d: %d ids, %d slots, ring %d", i, w.Len(), w.n, len(w.ring))
+		}
+	}
+	for _, i := range []int{99_999, 99_000} {
+		if pos, ok := w.Lookup(fmt.Appendf(nil, "id-%d", i), 100_000); !ok || pos != uint64(i+1) {
+			t.Fatalf("id-%d: %d %v", i, pos, ok)
+		}
+	}
+	if _, ok := w.Lookup([]byte("id-98999"), 100_000); ok {
+		t.Fatal("id-98999 should be forgotten")
+	}
+	if w.Through() != 100_000 {
+		t.Fatalf("Through %d", w.Through())
+	}
+	if added, dups := w.Stats(); added != 100_000 || dups != 2 {
+		t.Fatalf("stats %d %d", added, dups)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	w := New(time.Minute, 1024)
+	ids := make([][]byte, 4096)
+	for i := range ids {
+		ids[i] = fmt.Appendf(nil, "producer-%08d", i)
+	}
+	for i, id := range ids { // reach steady size
+		w.Add(id, uint64(i+1), int64(i))
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		id := ids[i%len(ids)]
+		if _, ok := w.Lookup(id, int64(4096+i)); !ok {
+			w.Add(id, uint64(4097+i), int64(4096+i))
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per lookup+add", allocs)
+	}
+}
+
+func BenchmarkLookupAdd(b *testing.B) {
+	w := New(time.Minute, DefaultMaxIDs)
+	id := make([]byte, 20)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		id[12], id[13], id[14], id[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
+		if _, ok := w.Lookup(id, int64(i)); !ok {
+			w.Add(id, uint64(i+1), int64(i))
+		}
+	}
+}
