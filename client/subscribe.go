@@ -83,8 +83,10 @@ type SubInfo struct {
 //
 // Slow readers: when the queue is full, the Conn's reader goroutine waits
 // for room, so TCP backpressure reaches the server, whose slow-consumer
-// policy may then skip ahead (the subscription sees a Gap with reason
-// wire.GapSlow) or disconnect. While it waits, the Conn's other
+// policy then applies: by default (lag) the subscription reads on from the
+// channel's retained history as the reader drains and loses only what
+// expired before it got there (a Gap with reason wire.GapExpired); a
+// server may instead skip ahead (wire.GapSlow) or disconnect. While it waits, the Conn's other
 // subscriptions and publish acknowledgements are delayed too.
 //
 // Across reconnects, the subscription resumes at the position after the

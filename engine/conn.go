@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -49,6 +50,12 @@ type conn struct {
 
 	sec connSec // identity, permissions, rate limit, activity (auth.go)
 
+	// watchTok names c in the server's writeWatch (0: never armed);
+	// watchArmed: a conn.writable call is due when the socket drains,
+	// and until then subscribers of c waiting for it are passed over.
+	watchTok   uint32
+	watchArmed bool
+
 	// peer is set when the connection is from a peer node (peer.go);
 	// link when it is this node's connection to a peer (link.go).
 	peer *peerConn
@@ -57,6 +64,37 @@ type conn struct {
 
 // outbound is the number of bytes waiting to be written to the peer.
 func (c *conn) outbound() int { return c.pending + c.gc.OutboundBuffered() }
+
+// armWritable asks for c.writable once c's socket can take bytes again:
+// subscribers over the outbound limit wait for that instead of polling.
+func (c *conn) armWritable() {
+	if c.watchArmed || c.closed || c.closing {
+		return
+	}
+	c.watchArmed = true
+	if !c.l.srv.ww.arm(c) {
+		// No readiness watch (another OS, or epoll refused the socket):
+		// retry on a timer.
+		time.AfterFunc(2*time.Millisecond, func() { c.l.execute(c.writable) })
+	}
+}
+
+// writable runs on c's loop when its socket drained after armWritable:
+// gnet's outbound buffer is pushed into the socket, and the channels of
+// c's waiting subscribers deliver again.
+func (c *conn) writable() {
+	c.watchArmed = false
+	c.l.srv.writableWakes.Add(1)
+	if c.closed || c.closing {
+		return
+	}
+	_ = c.gc.Flush() // on error gnet closes c
+	for _, s := range c.subs {
+		if !c.closed && !s.pending && (s.lagging || s.skipping) {
+			s.lc.deliver()
+		}
+	}
+}
 
 // ownStart begins appending own bytes; pass its results to ownEnd.
 func (c *conn) ownStart() (start, capBefore int) { return len(c.scratch), cap(c.scratch) }

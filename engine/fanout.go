@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
@@ -150,7 +149,6 @@ type loopChan struct {
 	catchup   []*sub
 	nsubs     int
 	scheduled atomic.Bool
-	retry     bool // a catch-up is waiting for its connection to drain
 }
 
 // sub is one subscription of one connection.
@@ -164,6 +162,7 @@ type sub struct {
 	cancel    bool
 	cancelReq uint32
 	cur       cursor // used while catching up
+	lagging   bool   // in lc.catchup: reads with cur, not the live stream
 	skipping  bool   // slow: messages from skipFrom on were not sent
 	skipFrom  uint64
 }
@@ -362,9 +361,16 @@ func (lc *loopChan) deliver() {
 			continue
 		}
 		p := l.prefix(r.first, r.count)
+		keep := lc.liveSubs[:0]
 		for _, s := range lc.liveSubs {
-			s.send(r, p, l.iov)
+			if s.send(r, p, l.iov) {
+				lc.catchup = append(lc.catchup, s) // lagging from r.first on
+			} else {
+				keep = append(keep, s)
+			}
 		}
+		clear(lc.liveSubs[len(keep):])
+		lc.liveSubs = keep
 		lc.live.pos += uint64(r.count)
 	}
 	lc.settleSkips()
@@ -376,17 +382,16 @@ func (lc *loopChan) deliver() {
 // the live edge. Without it a subscriber that was skipping when the
 // channel went quiet would never learn of its gap.
 func (lc *loopChan) settleSkips() {
-	waiting := false
 	for _, s := range lc.liveSubs {
 		if !s.skipping {
 			continue
 		}
 		c := s.c
-		if c.closing || c.closed {
+		if c.closing || c.closed || c.watchArmed {
 			continue
 		}
 		if c.outbound() > c.l.srv.opts.OutboundLimit {
-			waiting = true
+			c.armWritable()
 			continue
 		}
 		if lc.live.pos > s.skipFrom {
@@ -394,66 +399,91 @@ func (lc *loopChan) settleSkips() {
 		}
 		s.skipping = false
 	}
-	if waiting {
-		lc.retryLater()
-	}
 }
 
-// retryLater runs deliver again shortly: nothing tells a loop when a
-// socket drains, so subscribers waiting for that are polled.
-func (lc *loopChan) retryLater() {
-	if lc.retry {
-		return
+// liveAction is what happens to a live batch for one subscriber under
+// the slow-consumer policy: over says its connection has more than the
+// outbound limit waiting, skipping that it is skipping (policy skip).
+type liveAction uint8
+
+const (
+	actSend       liveAction = iota // send the batch
+	actEndSkip                      // send GAP slow for what was skipped, then the batch
+	actLag                          // leave the live stream for a cursor of its own at this batch
+	actSkip                         // begin skipping at this batch
+	actStillSkip                    // skip this batch too
+	actDisconnect                   // ERROR SLOW_CONSUMER and close
+)
+
+// decideLive is the slow-consumer policy as a pure function.
+func decideLive(p SlowPolicy, over, skipping bool) liveAction {
+	switch {
+	case !over && skipping:
+		return actEndSkip
+	case !over:
+		return actSend
+	case p == SlowDisconnect:
+		return actDisconnect
+	case p == SlowSkip && skipping:
+		return actStillSkip
+	case p == SlowSkip:
+		return actSkip
+	default: // SlowLag
+		return actLag
 	}
-	lc.retry = true
-	time.AfterFunc(2*time.Millisecond, func() {
-		lc.l.execute(func() {
-			lc.retry = false
-			lc.deliver()
-		})
-	})
 }
 
 // send delivers one live batch to s, applying the slow-consumer policy.
-func (s *sub) send(r readResult, prefix []byte, run [][]byte) {
+// It reports true when s leaves the live stream (policy lag): its cursor
+// is then at the batch's first position and the caller moves it to the
+// catch-up subscribers.
+func (s *sub) send(r readResult, prefix []byte, run [][]byte) bool {
 	c := s.c
 	if c.closing || c.closed {
-		return
+		return false
 	}
 	srv := c.l.srv
-	if c.outbound() > srv.opts.OutboundLimit {
-		if srv.opts.SlowPolicy == SlowDisconnect {
-			c.sendError(0, wire.CodeSlowConsumer,
-				fmt.Sprintf("more than %d bytes pending to subscriber", srv.opts.OutboundLimit))
-			return
-		}
-		if !s.skipping {
-			s.skipping, s.skipFrom = true, r.first
-			srv.slowSkips.Add(1)
-		}
-		return
-	}
-	if s.skipping {
+	switch decideLive(srv.opts.SlowPolicy, c.outbound() > srv.opts.OutboundLimit, s.skipping) {
+	case actDisconnect:
+		c.sendError(0, wire.CodeSlowConsumer,
+			fmt.Sprintf("more than %d bytes pending to subscriber", srv.opts.OutboundLimit))
+	case actLag:
+		s.cur = cursor{pos: r.first}
+		s.lagging = true
+		srv.slowLags.Add(1)
+		c.armWritable()
+		return true
+	case actSkip:
+		s.skipping, s.skipFrom = true, r.first
+		srv.slowSkips.Add(1)
+		c.armWritable() // settleSkips sends the GAP once it drains
+	case actStillSkip:
+	case actEndSkip:
 		c.sendGap(s.id, s.skipFrom, r.first-1, wire.GapSlow)
 		s.skipping = false
+		c.sendData(s.id, prefix, run, r.nbytes)
+	case actSend:
+		c.sendData(s.id, prefix, run, r.nbytes)
 	}
-	c.sendData(s.id, prefix, run, r.nbytes)
+	return false
 }
 
-// deliverCatchup lets each catch-up subscriber read towards the live
-// position, within a budget and while its connection is under the
-// outbound limit; a subscriber that reaches the live position joins the
-// shared stream.
+// deliverCatchup lets each catch-up subscriber (a replay, or a subscriber
+// lagging under policy lag) read towards the live position, within a
+// budget and while its connection is under the outbound limit; past the
+// limit it waits, costing nothing, until its socket drains
+// (conn.armWritable). A subscriber that reaches the live position joins
+// the shared stream.
 func (lc *loopChan) deliverCatchup() {
 	l := lc.l
-	more, blocked := false, false
+	more := false
 	for i := 0; i < len(lc.catchup); {
 		s := lc.catchup[i]
 		c := s.c
 		budget := catchupBudget
-		for s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
+		for !c.watchArmed && s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
 			if c.outbound() > l.srv.opts.OutboundLimit {
-				blocked = true
+				c.armWritable()
 				break
 			}
 			r := lc.read(&s.cur, lc.live.pos, min(maxBatch, int(l.srv.maxBody)-wire.DataPrefixLen))
@@ -471,6 +501,7 @@ func (lc *loopChan) deliverCatchup() {
 		}
 		if s.cur.pos == lc.live.pos {
 			s.cur.s = nil
+			s.lagging = false
 			lc.catchup[i] = lc.catchup[len(lc.catchup)-1]
 			lc.catchup[len(lc.catchup)-1] = nil
 			lc.catchup = lc.catchup[:len(lc.catchup)-1]
@@ -482,11 +513,8 @@ func (lc *loopChan) deliverCatchup() {
 		}
 		i++
 	}
-	switch {
-	case more:
+	if more {
 		lc.schedule()
-	case blocked:
-		lc.retryLater()
 	}
 }
 
@@ -501,6 +529,7 @@ func (lc *loopChan) addSub(s *sub, start uint64) {
 	if start == lc.live.pos {
 		lc.liveSubs = append(lc.liveSubs, s)
 	} else {
+		s.lagging = true
 		lc.catchup = append(lc.catchup, s)
 	}
 }

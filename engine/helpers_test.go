@@ -557,11 +557,11 @@ func dumpChannel(t testing.TB, s *Server, ch string) {
 		if lc.live.s != nil {
 			curS = lc.live.s.ID()
 		}
-		t.Logf("loop %d: nsubs=%d live=%d catchup=%d live.pos=%d live.s=%d scheduled=%v retry=%v w=%v",
-			l.idx, lc.nsubs, len(lc.liveSubs), len(lc.catchup), lc.live.pos, curS, lc.scheduled.Load(), lc.retry, lc.w != nil)
+		t.Logf("loop %d: nsubs=%d live=%d catchup=%d live.pos=%d live.s=%d scheduled=%v w=%v",
+			l.idx, lc.nsubs, len(lc.liveSubs), len(lc.catchup), lc.live.pos, curS, lc.scheduled.Load(), lc.w != nil)
 		for _, su := range append(append([]*sub(nil), lc.liveSubs...), lc.catchup...) {
-			t.Logf("  sub %d: skipping=%v from=%d cur=%d outbound=%d closing=%v closed=%v",
-				su.id, su.skipping, su.skipFrom, su.cur.pos, su.c.outbound(), su.c.closing, su.c.closed)
+			t.Logf("  sub %d: lagging=%v skipping=%v from=%d cur=%d outbound=%d armed=%v closing=%v closed=%v",
+				su.id, su.lagging, su.skipping, su.skipFrom, su.cur.pos, su.c.outbound(), su.c.watchArmed, su.c.closing, su.c.closed)
 		}
 	})
 }

@@ -181,6 +181,7 @@ func (l *loop) closed(c *conn) {
 		return
 	}
 	c.closed = true
+	l.srv.ww.forget(c) // while its descriptor is open
 	if l.busy {
 		l.reap = append(l.reap, c)
 	} else {

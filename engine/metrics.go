@@ -76,6 +76,7 @@ type Metrics struct {
 	BytesOut     int64 // bytes written to clients
 	Errors       map[string]int64
 	Gaps         map[string]int64 // GAP frames by reason name
+	SlowLags     int64            // slow-consumer policy "lag" applied (left the live stream)
 	SlowSkips    int64            // slow-consumer policy "skip" applied
 	SlowCloses   int64            // connections closed as slow consumers
 	AuthReloads  int64
@@ -164,7 +165,7 @@ collect:
 		MessagesIn: int64(sum.st.msgsIn), PayloadIn: int64(sum.st.payloadIn), BytesIn: int64(sum.st.bytesIn),
 		MessagesOut: int64(sum.st.msgsOut), BytesOut: int64(sum.st.bytesOut),
 		Errors: make(map[string]int64), Gaps: make(map[string]int64),
-		SlowSkips: s.slowSkips.Load(), SlowCloses: int64(sum.st.errs[wire.CodeSlowConsumer]),
+		SlowLags: s.slowLags.Load(), SlowSkips: s.slowSkips.Load(), SlowCloses: int64(sum.st.errs[wire.CodeSlowConsumer]),
 		AuthReloads:  s.reloads.Load(),
 		Unauthorized: int64(sum.st.errs[wire.CodeUnauthenticated]),
 		Forbidden:    int64(sum.st.errs[wire.CodeForbidden]),
@@ -275,7 +276,8 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_sent_bytes_total", "counter", "Bytes written to clients.", float64(m.BytesOut))
 	p.byKey("sluice_errors_total", "counter", "ERROR frames sent, by code.", "code", m.Errors)
 	p.byKey("sluice_gaps_total", "counter", "GAP frames sent, by reason.", "reason", m.Gaps)
-	p.family("sluice_slow_consumer_actions_total", "counter", "Slow-consumer policy actions: skip (GAP slow) or disconnect.")
+	p.family("sluice_slow_consumer_actions_total", "counter", "Slow-consumer policy actions: lag (read on from history), skip (GAP slow) or disconnect.")
+	p.sample("sluice_slow_consumer_actions_total", float64(m.SlowLags), "action", "lag")
 	p.sample("sluice_slow_consumer_actions_total", float64(m.SlowSkips), "action", "skip")
 	p.sample("sluice_slow_consumer_actions_total", float64(m.SlowCloses), "action", "disconnect")
 	p.family("sluice_auth_failures_total", "counter", "Requests refused by authentication or permissions.")

@@ -117,6 +117,7 @@ func TestMetricsScrapeAfterKnownTraffic(t *testing.T) {
 		"sluice_channels":                                     1,
 		"sluice_grants_total":                                 1,
 		`sluice_slow_consumer_actions_total{action="skip"}`:   0,
+		`sluice_slow_consumer_actions_total{action="lag"}`:    0,
 		"sluice_retention_expired_total":                      0,
 	}
 	for k, v := range want {

@@ -28,6 +28,14 @@ type MemberStatus = cluster.MemberStatus
 type SlowPolicy string
 
 const (
+	// SlowLag (the default) lets the subscriber lag behind: it leaves the
+	// channel's shared live stream and reads on from retained history with
+	// a cursor of its own, at the pace its connection drains, and rejoins
+	// the live stream when it has caught up. It loses only what expires
+	// from retention (TTL or MaxRetained) before it reads it, and gets GAP
+	// expired for exactly that range. Publishers never wait for it; it
+	// holds no copy of the history, only its connection's outbound bytes.
+	SlowLag SlowPolicy = "lag"
 	// SlowSkip drops the subscriber's backlog, sends GAP reason slow with
 	// the skipped range and continues at the live edge.
 	SlowSkip SlowPolicy = "skip"
@@ -86,8 +94,8 @@ type Options struct {
 
 	// OutboundLimit bounds the bytes waiting to be written to one
 	// connection. Past it SlowPolicy applies to live subscribers, replays
-	// pause, and a connection that still does not read is closed at twice
-	// the limit.
+	// and lagging subscribers wait until the socket takes bytes again, and
+	// a connection that still does not read is closed at twice the limit.
 	OutboundLimit int
 	SlowPolicy    SlowPolicy
 
@@ -154,7 +162,7 @@ func DefaultOptions() Options {
 		TTL:              60 * time.Second,
 		MaxRetained:      1 << 30,
 		OutboundLimit:    8 << 20,
-		SlowPolicy:       SlowSkip,
+		SlowPolicy:       SlowLag,
 		PingInterval:     30 * time.Second,
 		HandshakeTimeout: 5 * time.Second,
 		IdleTimeout:      90 * time.Second,
@@ -205,8 +213,8 @@ func (o *Options) Validate() error {
 		return optErr("MaxRetained", "negative")
 	case o.OutboundLimit < 64<<10:
 		return optErr("OutboundLimit", "%d is below 64 KiB", o.OutboundLimit)
-	case o.SlowPolicy != SlowSkip && o.SlowPolicy != SlowDisconnect:
-		return optErr("SlowPolicy", "%q is neither %q nor %q", o.SlowPolicy, SlowSkip, SlowDisconnect)
+	case o.SlowPolicy != SlowLag && o.SlowPolicy != SlowSkip && o.SlowPolicy != SlowDisconnect:
+		return optErr("SlowPolicy", "%q is none of %q, %q, %q", o.SlowPolicy, SlowLag, SlowSkip, SlowDisconnect)
 	case o.PingInterval < 0:
 		return optErr("PingInterval", "negative")
 	case o.HandshakeTimeout <= 0:

@@ -62,6 +62,12 @@ type Server struct {
 	conns     atomic.Int64
 	shutting  atomic.Bool
 	slowSkips atomic.Int64
+	slowLags  atomic.Int64
+
+	// ww wakes loops when a full socket drains (writable_linux.go);
+	// writableWakes counts the wake-ups (conn.writable).
+	ww            *writeWatch
+	writableWakes atomic.Int64
 
 	tickStop chan struct{}
 	tickDone chan struct{}
@@ -108,6 +114,11 @@ func Start(opts Options) (*Server, error) {
 		s.route = s.cl.Router()
 	}
 
+	ww, err := newWriteWatch()
+	if err != nil {
+		return nil, fmt.Errorf("engine: write watch: %w", err)
+	}
+	s.ww = ww
 	h := &handler{srv: s}
 	go func() {
 		err := gnet.Run(h, "tcp://"+opts.Listen, append([]gnet.Option{
@@ -123,6 +134,7 @@ func Start(opts Options) (*Server, error) {
 		default:
 		}
 		s.stopped.Store(true)
+		s.ww.close() // the loops are gone: nothing arms it any more
 		close(s.done)
 	}()
 	if err := <-s.booted; err != nil {

@@ -96,7 +96,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", o.MaxConnsPerAddr, "concurrent connections from one IP address, `N` (0 = unlimited)")
 	fs.IntVar(&o.MaxSubsPerConn, "max-subs", o.MaxSubsPerConn, "subscriptions per connection, `N`")
 	fs.Var(byteSize{&o.OutboundLimit}, "outbound-limit", "pending output per connection before the slow-consumer policy applies, `BYTES`")
-	fs.Var(slowPolicy{&o.SlowPolicy}, "slow-policy", "what a slow subscriber gets: `skip` (GAP slow, continue live) or disconnect")
+	fs.Var(slowPolicy{&o.SlowPolicy}, "slow-policy", "what a slow subscriber gets: `lag` (read on from history, GAP expired only for what expired first), skip (GAP slow, continue live) or disconnect")
 	fs.DurationVar(&o.PingInterval, "ping-interval", o.PingInterval, "PING interval advertised to clients, `DUR` (0 = none); the server PINGs a client silent this long")
 	fs.DurationVar(&o.HandshakeTimeout, "handshake-timeout", o.HandshakeTimeout, "close a client that has not completed HELLO (and TLS) in `DUR`")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "close a client silent for `DUR` (0 = never)")
@@ -283,11 +283,11 @@ func (s slowPolicy) String() string {
 
 func (s slowPolicy) Set(v string) error {
 	switch p := engine.SlowPolicy(v); p {
-	case engine.SlowSkip, engine.SlowDisconnect:
+	case engine.SlowLag, engine.SlowSkip, engine.SlowDisconnect:
 		*s.p = p
 		return nil
 	}
-	return fmt.Errorf("slow policy %q is neither %q nor %q", v, engine.SlowSkip, engine.SlowDisconnect)
+	return fmt.Errorf("slow policy %q is none of %q, %q, %q", v, engine.SlowLag, engine.SlowSkip, engine.SlowDisconnect)
 }
 
 // logLevel is a flag.Value for slog.Level.
