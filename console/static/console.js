@@ -17,6 +17,7 @@ const app = {
   token: sessionStorage.getItem(TOKEN_KEY) ?? "",
   client: null,
   sub: null,
+  tailing: null, // identifies the current tail
   pollTimer: null,
   started: false,
   gen: 0, // incremented by every start and stop: late answers of an older one are ignored
@@ -94,8 +95,13 @@ function start() {
   const ch = new URLSearchParams(location.search).get("channel");
   if (ch) {
     $("tail-channel").value = ch;
-    const st = new URLSearchParams(location.search).get("start");
-    if (st) $("tail-start").value = st;
+    const q = new URLSearchParams(location.search);
+    const pos = q.get("position");
+    if (pos) {
+      $("tail-start").value = "position";
+      $("tail-position").value = pos;
+      $("tail-position").hidden = false;
+    } else if (q.get("start")) $("tail-start").value = q.get("start");
     tail();
   }
 }
@@ -263,8 +269,17 @@ $("tail-form").addEventListener("submit", (ev) => {
 });
 $("tail-stop").addEventListener("click", () => untail("stopped"));
 
+$("tail-start").addEventListener("change", () => {
+  $("tail-position").hidden = $("tail-start").value !== "position";
+});
+
 function startOption(v) {
   if (v === "earliest") return "earliest";
+  if (v === "position") {
+    const t = $("tail-position").value.trim();
+    if (!/^[1-9][0-9]*$/.test(t)) throw new Error("a position is a whole number from 1");
+    return { position: BigInt(t) };
+  }
   if (v === "last100") return { last: 100 };
   return "live";
 }
@@ -272,6 +287,7 @@ function startOption(v) {
 async function untail(why) {
   const sub = app.sub;
   app.sub = null;
+  app.tailing = null;
   $("tail-stop").disabled = true;
   if (why) $("tail-status").textContent = why;
   await sub?.unsubscribe().catch(() => {});
@@ -285,14 +301,19 @@ async function tail() {
   $("tail-status").textContent = `subscribing to ${channel}…`;
   const c = app.client ?? (await clientReady);
   if (!c) return;
+  // Events of this tail (the first ones arrive before subscribe resolves)
+  // are shown while it is the current one.
+  const mine = {};
+  app.tailing = mine;
   try {
+    const start = startOption($("tail-start").value);
     const sub = await c.subscribe(channel, {
-      start: startOption($("tail-start").value),
+      start,
       onEvent: (ev) => {
-        if (app.sub === sub || app.sub === null) addRow(ev);
+        if (app.tailing === mine) addRow(ev);
       },
       onEnd: (err) => {
-        if (app.sub === sub && err.name !== "UnsubscribedError") {
+        if (app.tailing === mine && err.name !== "UnsubscribedError") {
           $("tail-status").textContent = `ended: ${err.message}`;
           $("tail-stop").disabled = true;
         }

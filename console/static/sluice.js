@@ -746,6 +746,12 @@ function toBytes(p) {
   if (p instanceof ArrayBuffer) return new Uint8Array(p);
   throw new InvalidOptionError("sluice: payload must be a string, Uint8Array or ArrayBuffer");
 }
+function callbackThrew(logger, what, e) {
+  if (logger) return logger.warn(`sluice: ${what} callback threw`, e);
+  const g = globalThis;
+  if (typeof g.reportError === "function") g.reportError(e);
+  else console.error(`sluice: ${what} callback threw`, e);
+}
 function abortReason(signal) {
   return signal.reason ?? new DOMException("aborted", "AbortError");
 }
@@ -873,7 +879,7 @@ var Client = class {
     try {
       this.opts.onState?.(ev);
     } catch (e) {
-      this.opts.logger?.warn("sluice: onState callback threw", e);
+      callbackThrew(this.opts.logger, "onState", e);
     }
   }
   // -------------------------------------------------------------------------
@@ -1641,7 +1647,7 @@ var Subscription = class {
     try {
       this.onEnd?.(err);
     } catch (e) {
-      this.c.opts.logger?.warn("sluice: onEnd callback threw", e);
+      callbackThrew(this.c.opts.logger, "onEnd", e);
     }
   }
   /** @internal Removes the subscription from its client, so no reconnect resumes it, and ends it. */
@@ -1660,7 +1666,7 @@ var Subscription = class {
       try {
         this.onEvent(ev);
       } catch (e) {
-        this.c.opts.logger?.warn("sluice: onEvent callback threw", e);
+        callbackThrew(this.c.opts.logger, "onEvent", e);
       }
       return true;
     }

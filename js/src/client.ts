@@ -193,6 +193,18 @@ function toBytes(p: Payload): Uint8Array {
   throw new InvalidOptionError("sluice: payload must be a string, Uint8Array or ArrayBuffer");
 }
 
+/**
+ * Reports an exception thrown by an application callback without letting it
+ * break the connection: to the logger if there is one, else as an uncaught
+ * error where the platform has reportError (browsers), else console.error.
+ */
+function callbackThrew(logger: Logger | undefined, what: string, e: unknown) {
+  if (logger) return logger.warn(`sluice: ${what} callback threw`, e);
+  const g = globalThis as { reportError?: (e: unknown) => void };
+  if (typeof g.reportError === "function") g.reportError(e);
+  else console.error(`sluice: ${what} callback threw`, e);
+}
+
 function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("aborted", "AbortError");
 }
@@ -372,7 +384,7 @@ export class Client {
     try {
       this.opts.onState?.(ev);
     } catch (e) {
-      this.opts.logger?.warn("sluice: onState callback threw", e);
+      callbackThrew(this.opts.logger, "onState", e);
     }
   }
 
@@ -1200,7 +1212,7 @@ export class Subscription implements AsyncIterable<SubEvent> {
     try {
       this.onEnd?.(err);
     } catch (e) {
-      this.c.opts.logger?.warn("sluice: onEnd callback threw", e);
+      callbackThrew(this.c.opts.logger, "onEnd", e);
     }
   }
 
@@ -1221,7 +1233,7 @@ export class Subscription implements AsyncIterable<SubEvent> {
       try {
         this.onEvent(ev);
       } catch (e) {
-        this.c.opts.logger?.warn("sluice: onEvent callback threw", e);
+        callbackThrew(this.c.opts.logger, "onEvent", e);
       }
       return true;
     }

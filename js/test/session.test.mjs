@@ -443,3 +443,24 @@ test("backoff: full jitter within [1, min(max, min*2^n)] ms", async () => {
   c.close();
   assert.deepEqual(delays.slice(0, 4), [100, 200, 400, 400]);
 });
+
+test("an onEvent callback that throws is reported and does not break the connection", async () => {
+  const warned = [];
+  const { net, c, ws } = await setup({ logger: { info() {}, warn: (...a) => warned.push(a) } });
+  const got = [];
+  const p = c.subscribe("ch", {
+    onEvent: (ev) => {
+      got.push(summary(ev));
+      if (got.length === 1) throw new Error("app bug");
+    },
+  });
+  const f = await net.frame(ws, T.SUBSCRIBE);
+  subscribed(net, ws, f, 1n);
+  await p;
+  data(net, ws, f.v.subID, 1n, "a", "b");
+  assert.deepEqual(got, ["msg 1 a", "msg 2 b"]);
+  assert.equal(warned.length, 1);
+  assert.match(String(warned[0][0]), /onEvent callback threw/);
+  assert.ok(c.connected);
+  c.close();
+});
