@@ -57,6 +57,8 @@ type Conn struct {
 	seq      atomic.Uint64
 	retryQ   []pendEntry
 	resent   atomic.Uint64
+	// compressed counts publishes sent S2-compressed.
+	compressed atomic.Uint64
 }
 
 // Dial connects to the first reachable address of addr, a comma-separated
@@ -154,17 +156,29 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 	return s, nil
 }
 
-// clientFeatures are the feature bits the client offers in HELLO: message
-// headers and ids. A server that does not echo FeatureHeaders is talked to
-// as before, and publishing headers to it fails with ErrHeadersUnsupported.
-const clientFeatures = wire.FeatureHeaders
+// features returns the feature bits the client offers in HELLO: message
+// headers and ids, and S2 unless WithCompression(0). A server that does not
+// echo FeatureHeaders is talked to as before, and publishing headers to it
+// fails with ErrHeadersUnsupported; one that does not echo FeatureS2 gets
+// and sends nothing compressed.
+func (c *Conn) features() wire.Features {
+	f := wire.FeatureHeaders
+	if c.opts.compressMin > 0 {
+		f |= wire.FeatureS2
+	}
+	return f
+}
+
+// Compressed returns how many publishes were sent S2-compressed. Safe for
+// concurrent use.
+func (c *Conn) Compressed() uint64 { return c.compressed.Load() }
 
 // handshake sends HELLO and reads the answer: WELCOME or ERROR.
 func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
 	id := c.nextReq()
 	hello := wire.AppendHello(nil, id, wire.Hello{
 		MinVersion: wire.Version1, MaxVersion: wire.Version1,
-		Features: clientFeatures, Name: c.opts.name, Token: c.opts.token,
+		Features: c.features(), Name: c.opts.name, Token: c.opts.token,
 	})
 	if _, err := nc.Write(hello); err != nil {
 		return wire.Welcome{}, nil, err
@@ -198,8 +212,8 @@ func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
 		return w, nil, protocolErr("WELCOME chose version %d, offered %d..%d", w.Version, wire.Version1, wire.Version1)
 	case w.MaxBody < wire.MinMaxBody:
 		return w, nil, protocolErr("WELCOME maxBody %d < %d", w.MaxBody, wire.MinMaxBody)
-	case w.Features&^clientFeatures != 0:
-		return w, nil, protocolErr("WELCOME accepted features %#x that were not offered", uint32(w.Features&^clientFeatures))
+	case w.Features&^c.features() != 0:
+		return w, nil, protocolErr("WELCOME accepted features %#x that were not offered", uint32(w.Features&^c.features()))
 	}
 	rd.SetMaxBody(min(w.MaxBody, c.opts.maxBody))
 	return w, rd, nil

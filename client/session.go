@@ -42,6 +42,8 @@ type session struct {
 	pending pendQueue                // publishes awaiting their PUBACK, in request-id order
 	reqs    map[uint32]reqEntry      // SUBSCRIBE/UNSUBSCRIBE request id -> waiter
 	subs    map[uint32]*Subscription // subID -> subscription, for DATA/GAP routing
+	zin     []byte                   // under mu: an extended body to compress
+	zout    []byte                   // under mu: the S2 block of a compressed PUBLISH
 
 	wake       chan struct{} // cap 1: the writer has something to flush
 	done       chan struct{} // closed by fail
@@ -153,11 +155,7 @@ func (s *session) enqueuePublish(channel string, payload, msgID []byte, hs []Hea
 	}
 	id := s.c.nextReq()
 	start := len(s.wbuf)
-	if ext {
-		s.wbuf = wire.AppendPublishExt(s.wbuf, id, wire.FlagAck, channel, msgID, hs, payload)
-	} else {
-		s.wbuf = wire.AppendPublish(s.wbuf, id, wire.FlagAck, channel, payload)
-	}
+	s.appendPublish(id, wire.FlagAck, channel, payload, msgID, hs)
 	if s.c.opts.idempotence > 0 && len(msgID) > 0 {
 		pe.rt = getRetry(s.wbuf[start:], time.Now().Add(s.c.opts.idempotence))
 	}
@@ -190,10 +188,51 @@ func (s *session) enqueueNoAck(channel string, payload []byte) (ok bool, wait <-
 		s.kick()
 		return false, wait, nil
 	}
-	s.wbuf = wire.AppendPublish(s.wbuf, s.c.nextReq(), 0, channel, payload)
+	s.appendPublish(s.c.nextReq(), 0, channel, payload, nil, nil)
 	s.mu.Unlock()
 	s.kick()
 	return true, nil, nil
+}
+
+// appendPublish queues a PUBLISH frame: with msgID and headers if given
+// (the caller checked FeatureHeaders), and S2-compressed when FeatureS2 was
+// negotiated, the bytes after the channel are at least the Conn's
+// compression threshold (WithCompression) and the block is smaller. s.mu is
+// held.
+func (s *session) appendPublish(id uint32, flags wire.Flags, channel string, payload, msgID []byte, hs []Header) {
+	ext := len(msgID) > 0 || len(hs) > 0
+	min := s.c.opts.compressMin
+	if s.welcome.Features&wire.FeatureS2 == 0 || min <= 0 || wire.ExtLen(msgID, hs, len(payload)) < min {
+		if ext {
+			s.wbuf = wire.AppendPublishExt(s.wbuf, id, flags, channel, msgID, hs, payload)
+		} else {
+			s.wbuf = wire.AppendPublish(s.wbuf, id, flags, channel, payload)
+		}
+		return
+	}
+	rest := payload
+	if ext {
+		s.zin = wire.AppendExt(s.zin[:0], msgID, hs, payload)
+		rest, flags = s.zin, flags|wire.FlagExt
+	}
+	start := len(s.wbuf)
+	s.wbuf, s.zout = wire.AppendPublishS2(s.wbuf, id, flags, channel, rest, s.zout)
+	if len(s.zout) >= len(rest) { // did not pay: send it as it is
+		s.wbuf = s.wbuf[:start]
+		if ext {
+			s.wbuf = wire.AppendPublishExt(s.wbuf, id, flags&^wire.FlagExt, channel, msgID, hs, payload)
+		} else {
+			s.wbuf = wire.AppendPublish(s.wbuf, id, flags, channel, payload)
+		}
+	} else {
+		s.c.compressed.Add(1)
+	}
+	if cap(s.zin) > 1<<20 {
+		s.zin = nil
+	}
+	if cap(s.zout) > 1<<20 {
+		s.zout = nil
+	}
 }
 
 // control registers a request and queues its frame; false if the session
@@ -411,7 +450,21 @@ func (s *session) onPubAck(body []byte) error {
 }
 
 func (s *session) onData(h wire.Header, body []byte) error {
-	first, count, records, err := wire.DecodeData(body)
+	var first uint64
+	var count uint32
+	var records []byte
+	var err error
+	owned := false
+	if h.Flags&wire.FlagCompressed != 0 {
+		if s.welcome.Features&wire.FeatureS2 == 0 {
+			return protocolErr("DATA with flag COMPRESSED, but S2 was not negotiated")
+		}
+		// A fresh buffer per frame: the messages alias it (no second copy).
+		first, count, records, _, err = wire.DecodeDataS2(body, nil, s.rd.MaxBody())
+		owned = true
+	} else {
+		first, count, records, err = wire.DecodeData(body)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
@@ -420,7 +473,7 @@ func (s *session) onData(h wire.Header, body []byte) error {
 		return protocolErr("DATA positions %d+%d out of range", first, count)
 	}
 	if sub := s.sub(h.ID); sub != nil {
-		sub.onData(s, first, records)
+		sub.onData(s, first, records, owned)
 	}
 	return nil
 }

@@ -422,7 +422,9 @@ var errRevoked = &ServerError{Op: "subscribe", Err: wire.Error{Code: wire.CodeFo
 // onData queues the messages of a DATA frame, copying the records once
 // (one allocation per frame). Positions already delivered are dropped; a
 // hole before first becomes a Gap event (reason lost).
-func (sub *Subscription) onData(s *session, first uint64, records []byte) {
+//
+// owned records (a decompressed frame's fresh buffer) are not copied.
+func (sub *Subscription) onData(s *session, first uint64, records []byte, owned bool) {
 	sub.mu.Lock()
 	cur := sub.cursor
 	sub.mu.Unlock()
@@ -443,7 +445,9 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte) {
 			}
 		}
 		if blk == nil {
-			blk = bytes.Clone(records) // copy once; payloads alias it below
+			if blk = records; !owned {
+				blk = bytes.Clone(records) // copy once; payloads alias it below
+			}
 		}
 		off := len(records) - len(rest) - len(body)
 		b := blk[off : off+len(body) : off+len(body)]

@@ -45,6 +45,9 @@ func NewReader(src io.Reader, maxBody uint32) *Reader {
 // the WELCOME's MaxBody once the handshake is done. The buffer never shrinks.
 func (r *Reader) SetMaxBody(maxBody uint32) { r.maxBody = clampBody(maxBody) }
 
+// MaxBody returns the body limit in force.
+func (r *Reader) MaxBody() uint32 { return r.maxBody }
+
 // clampBody bounds a body limit so that HeaderLen+limit fits in an int (a
 // no-op on 64-bit platforms).
 func clampBody(maxBody uint32) uint32 {
