@@ -99,6 +99,9 @@ type file struct {
 	TLSCert         *string     `toml:"tls-cert"`
 	TLSKey          *string     `toml:"tls-key"`
 	MetricsListen   *string     `toml:"metrics-listen"`
+	HTTPListen      *string     `toml:"http-listen"`
+	WSListen        *string     `toml:"ws-listen"`
+	WSOrigins       []string    `toml:"ws-origins"`
 	LogLevel        *string     `toml:"log-level"`
 	ShutdownTimeout *Duration   `toml:"shutdown-timeout"`
 	ChannelRules    []rule      `toml:"channel-rules"`
@@ -332,6 +335,11 @@ func (f *file) apply(dst *Serve) error {
 	set(&o.TLSCertFile, f.TLSCert)
 	set(&o.TLSKeyFile, f.TLSKey)
 	set(&o.MetricsListen, f.MetricsListen)
+	set(&o.MetricsListen, f.HTTPListen) // the new name wins
+	set(&o.WSListen, f.WSListen)
+	if f.WSOrigins != nil {
+		o.WSOrigins = append([]string(nil), f.WSOrigins...)
+	}
 	if f.LogLevel != nil {
 		l, err := ParseLevel(*f.LogLevel)
 		if err != nil {
@@ -444,8 +452,8 @@ var fieldKeys = map[string]string{
 	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
 	"PublishRate": "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",
 	"TLSListen": "tls-listen", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",
-	"MetricsListen": "metrics-listen",
-	"Prefix":        "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",
+	"MetricsListen": "http-listen", "WSListen": "ws-listen", "WSOrigins": "ws-origins",
+	"Prefix": "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",
 	"Name": "name", "Publish": "publish", "Subscribe": "subscribe", "Hash": "hash", "Role": "role",
 	"ChannelRules": "channel-rules", "Auth": "auth",
 	"Cluster": "cluster", "Advertise": "advertise", "ClientAdvertise": "client-advertise", "Join": "join",

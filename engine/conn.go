@@ -60,6 +60,8 @@ type conn struct {
 	// link when it is this node's connection to a peer (link.go).
 	peer *peerConn
 	link *cluster.Link
+	// ws is set on a connection of the WebSocket listener (ws.go).
+	ws *wsConn
 }
 
 // outbound is the number of bytes waiting to be written to the peer.
@@ -137,7 +139,9 @@ func (c *conn) markDirty() {
 
 // flush hands the pending output to gnet in one writev.
 func (c *conn) flush() {
-	if len(c.iov) > 0 && !c.closed {
+	if c.ws != nil {
+		c.wsFlush()
+	} else if len(c.iov) > 0 && !c.closed {
 		_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
 		c.l.stats.bytesOut += uint64(c.pending)
 	}
@@ -159,6 +163,12 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 	if c.closing || c.closed {
 		return
 	}
+	if c.ws != nil && !c.ws.up {
+		// Still in its upgrade: the answer is HTTP.
+		c.l.stats.countError(code)
+		c.wsRefuse(wsHTTPStatus(code), text)
+		return
+	}
 	if c.l.run.c == c {
 		// Publishes of this connection read before the failed frame take
 		// effect first, whatever the error.
@@ -176,6 +186,9 @@ func (c *conn) sendError(id uint32, code wire.Code, text string) {
 	if code.Fatal() {
 		c.closing = true
 		c.l.closeAfterFlush = append(c.l.closeAfterFlush, c)
+		if c.ws != nil {
+			c.wsClose(wsCloseCode(code), code.String())
+		}
 	}
 }
 

@@ -149,6 +149,10 @@ type loopChan struct {
 	catchup   []*sub
 	nsubs     int
 	scheduled atomic.Bool
+
+	// pubMsgs and pubBytes count the publishes stored through this loop
+	// since the console last collected them (console.go).
+	pubMsgs, pubBytes uint64
 }
 
 // sub is one subscription of one connection.

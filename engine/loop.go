@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/wire"
+	"github.com/sluice-rtm/sluice/ws"
 )
 
 // loop is Sluice's state for one gnet event loop. Every field is owned by
@@ -217,6 +218,9 @@ func (l *loop) traffic(c *conn) gnet.Action {
 		l.linkTraffic(c)
 		l.end()
 		return gnet.None
+	}
+	if c.ws != nil {
+		return l.wsTraffic(c)
 	}
 	l.begin()
 	c.noteInput(l.now)
@@ -440,6 +444,8 @@ func (l *loop) flushRun() {
 		}
 		l.stats.msgsIn++
 		l.stats.payloadIn += uint64(len(r.payloads[k]))
+		lc.pubMsgs++
+		lc.pubBytes += uint64(len(r.payloads[k]))
 		if r.acked[k] {
 			if len(c.acks) == 0 {
 				l.ackers = append(l.ackers, c)
@@ -537,5 +543,9 @@ func (l *loop) goAway() {
 		s, k := c.ownStart()
 		c.scratch = wire.AppendGoAway(c.scratch, wire.GoAway{Code: wire.CodeShuttingDown, Text: "server shutting down"})
 		c.ownEnd(s, k)
+		if c.ws != nil && c.ws.up {
+			c.ws.closeQueued = true // 1001 after the GOAWAY; the engine stops after the drain
+			c.ws.post = ws.AppendClose(c.ws.post, ws.CodeGoingAway, "server shutting down")
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-rtm/sluice/console"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -29,6 +30,7 @@ type loopStats struct {
 	bytesOut  uint64 // bytes handed to the sockets
 	errs      [32]uint64
 	gaps      [4]uint64 // by wire.GapReason
+	wsErrors  uint64    // WebSocket connections closed for malformed WebSocket input
 }
 
 // countError counts an ERROR frame sent with code.
@@ -52,9 +54,12 @@ const (
 	RejectPerAddr      = "max_conns_per_addr"
 	RejectShutting     = "shutting_down"
 	RejectTLSHandshake = "tls_handshake"
+	// RejectWSUpgrade: a WebSocket upgrade request was refused (bad
+	// request, disallowed origin, wrong version, timeout).
+	RejectWSUpgrade = "ws_upgrade"
 )
 
-var rejectReasons = []string{RejectMaxConns, RejectPerAddr, RejectShutting, RejectTLSHandshake}
+var rejectReasons = []string{RejectMaxConns, RejectPerAddr, RejectShutting, RejectTLSHandshake, RejectWSUpgrade}
 
 // Metrics is a snapshot of a server's counters (totals since Start) and
 // gauges (values now). The maps are the caller's.
@@ -63,8 +68,12 @@ type Metrics struct {
 
 	Connections    int64 // open client connections (gauge)
 	TLSConnections int64 // of which came through the TLS listener (gauge)
-	Subscriptions  int64 // gauge
-	Accepted       int64 // connections admitted (TCP or TLS; not refused at open) in total
+	WSConnections  int64 // of which came through the WebSocket listener (gauge)
+	// WSErrors counts WebSocket connections closed for malformed
+	// WebSocket input (close codes 1002, 1003, 1007, 1009).
+	WSErrors      int64
+	Subscriptions int64 // gauge
+	Accepted      int64 // connections admitted (TCP or TLS; not refused at open) in total
 	// Rejected counts connections refused before HELLO, by reason
 	// (Reject... constants).
 	Rejected map[string]int64
@@ -103,8 +112,8 @@ type Metrics struct {
 
 // loopGauges is what a scrape collects from one loop.
 type loopGauges struct {
-	st               loopStats
-	conns, tls, subs int64
+	st                   loopStats
+	conns, tls, ws, subs int64
 }
 
 // Metrics collects a snapshot: counters from every loop (one task each, so
@@ -125,6 +134,9 @@ func (s *Server) Metrics(ctx context.Context) Metrics {
 				if c.sec.tls {
 					g.tls++
 				}
+				if c.ws != nil {
+					g.ws++
+				}
 				g.subs += int64(len(c.subs))
 			}
 			ch <- g
@@ -140,6 +152,8 @@ collect:
 		case g := <-ch:
 			sum.conns += g.conns
 			sum.tls += g.tls
+			sum.ws += g.ws
+			sum.st.wsErrors += g.st.wsErrors
 			sum.subs += g.subs
 			st := &sum.st
 			st.bytesIn += g.st.bytesIn
@@ -160,8 +174,9 @@ collect:
 	hl := s.host.Load()
 	m := Metrics{
 		Node:        s.opts.ServerName,
-		Connections: sum.conns, TLSConnections: sum.tls, Subscriptions: sum.subs,
-		Accepted: s.accepted.Load(), Rejected: make(map[string]int64),
+		Connections: sum.conns, TLSConnections: sum.tls, WSConnections: sum.ws, WSErrors: int64(sum.st.wsErrors),
+		Subscriptions: sum.subs,
+		Accepted:      s.accepted.Load(), Rejected: make(map[string]int64),
 		MessagesIn: int64(sum.st.msgsIn), PayloadIn: int64(sum.st.payloadIn), BytesIn: int64(sum.st.bytesIn),
 		MessagesOut: int64(sum.st.msgsOut), BytesOut: int64(sum.st.bytesOut),
 		Errors: make(map[string]int64), Gaps: make(map[string]int64),
@@ -266,6 +281,8 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p := &promWriter{w: bufio.NewWriter(w)}
 	p.one("sluice_connections", "gauge", "Open client connections.", float64(m.Connections))
 	p.one("sluice_tls_connections", "gauge", "Open client connections that came through the TLS listener.", float64(m.TLSConnections))
+	p.one("sluice_ws_connections", "gauge", "Open client connections that came through the WebSocket listener.", float64(m.WSConnections))
+	p.one("sluice_ws_protocol_closes_total", "counter", "WebSocket connections closed for malformed WebSocket input (close 1002, 1003, 1007, 1009).", float64(m.WSErrors))
 	p.one("sluice_subscriptions", "gauge", "Active subscriptions.", float64(m.Subscriptions))
 	p.one("sluice_connections_accepted_total", "counter", "Client connections admitted (TCP or TLS), not counting those refused when opened.", float64(m.Accepted))
 	p.byKey("sluice_connections_rejected_total", "counter", "Client connections refused before the handshake, by reason.", "reason", m.Rejected)
@@ -322,6 +339,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	ch := console.Handler(s.consoleSource())
+	mux.Handle("GET /console/", ch)
+	mux.Handle("GET /console", ch)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if s.stopped.Load() || s.shutting.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)

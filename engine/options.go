@@ -131,6 +131,14 @@ type Options struct {
 	TLSKeyFile  string
 	TLSConfig   *tls.Config
 
+	// WSListen serves WebSocket clients on this address ("" = none): the
+	// same protocol, one frame per binary message (PROTOCOL.md 9); wss://
+	// when a TLS certificate is configured. WSOrigins is the Origin
+	// allow-list of browser pages: exact origins or "*"; empty admits
+	// pages from the host the client connects to (any port).
+	WSListen  string
+	WSOrigins []string
+
 	// MetricsListen serves /metrics (Prometheus text format), /healthz
 	// and /readyz over HTTP on this address ("" = none).
 	MetricsListen string

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,6 +128,12 @@ func (c *conn) noteInput(now int64) {
 	c.sec.pinged = false
 }
 
+// tlsConfigured reports whether a TLS certificate is configured (then the
+// WebSocket listener serves wss://).
+func (o *Options) tlsConfigured() bool {
+	return o.TLSConfig != nil || (o.TLSCertFile != "" && o.TLSKeyFile != "")
+}
+
 // validateSecurity checks the fields of auth, limits, TLS and metrics.
 func (o *Options) validateSecurity() error {
 	switch {
@@ -150,8 +157,20 @@ func (o *Options) validateSecurity() error {
 		if o.TLSConfig == nil && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 			return optErr("TLSCertFile", "TLSListen needs a certificate and key (TLSCertFile and TLSKeyFile)")
 		}
-	} else if o.TLSCertFile != "" || o.TLSKeyFile != "" {
+	} else if o.WSListen == "" && (o.TLSCertFile != "" || o.TLSKeyFile != "") {
 		return optErr("TLSListen", "empty, but a TLS certificate is configured")
+	} else if o.TLSConfig == nil && (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return optErr("TLSCertFile", "a TLS certificate needs both TLSCertFile and TLSKeyFile")
+	}
+	if o.WSListen != "" {
+		if _, _, err := net.SplitHostPort(o.WSListen); err != nil {
+			return optErr("WSListen", "%q is not HOST:PORT: %v", o.WSListen, err)
+		}
+	}
+	for i, a := range o.WSOrigins {
+		if a != "*" && !strings.Contains(a, "://") {
+			return optErr(fmt.Sprintf("WSOrigins[%d]", i), "%q is neither \"*\" nor an origin like https://app.example.com", a)
+		}
 	}
 	if o.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(o.MetricsListen); err != nil {

@@ -23,11 +23,16 @@ type security struct {
 	addrs         *addrLimiter
 
 	accepted atomic.Int64
-	rejected [4]atomic.Int64 // indexed like rejectReasons
+	rejected [5]atomic.Int64 // indexed like rejectReasons
 
 	metricsAddr string
 	httpSrv     *http.Server
 	tlsBr       *tlsBridge
+	// The WebSocket listener (ws.go): wsAcc for ws://, wssBr for wss://.
+	wsAddr      string
+	wsTLS       bool
+	wsAcc       *wsAcceptor
+	wssBr       *tlsBridge
 	loopsUp     chan struct{} // closed when gnet's loops run (TLS only)
 	loopsUpOnce sync.Once
 }
@@ -50,7 +55,7 @@ func (s *Server) warnExposure() {
 	if s.opts.Auth != nil {
 		return
 	}
-	for _, a := range []string{s.addr, s.opts.TLSListen} {
+	for _, a := range []string{s.addr, s.opts.TLSListen, s.opts.WSListen} {
 		if a != "" && !isLoopback(a) {
 			s.log.Warn("authentication is off and clients can connect from other hosts: anyone may publish and subscribe; configure auth or listen on loopback", "addr", a)
 		}
@@ -66,9 +71,12 @@ func (s *Server) countReject(reason string) {
 }
 
 // bridged is the gnet connection context of a connection enrolled by the
-// TLS bridge: its real peer, which the socket pair does not know.
+// TLS bridge or the WebSocket listener: its real peer, which a socket pair
+// does not know, and what it came through.
 type bridged struct {
-	ip string
+	ip  string
+	tls bool // through the TLS bridge
+	ws  bool // from the WebSocket listener
 }
 
 // admit applies the per-address limit to a new connection and fills its
@@ -79,14 +87,12 @@ func (s *Server) admit(c *conn, br *bridged) ([]byte, gnet.Action) {
 	c.sec.lastIn = c.opened
 	ip := hostOf(c.gc.RemoteAddr())
 	if br != nil {
-		ip, c.sec.tls = br.ip, true
+		ip, c.sec.tls = br.ip, br.tls
 	}
 	c.sec.remote = ip
 	if !s.addrs.acquire(ip) {
 		s.countReject(RejectPerAddr)
-		c.closing = true
-		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeTooManyConnections,
-			Text: fmt.Sprintf("at most %d connections per address", s.opts.MaxConnsPerAddr)}), gnet.Close
+		return c.refuse(wire.CodeTooManyConnections, fmt.Sprintf("at most %d connections per address", s.opts.MaxConnsPerAddr))
 	}
 	if s.opts.MaxConnsPerAddr > 0 {
 		c.sec.ip = ip // counted: released in forget

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
+	"github.com/sluice-rtm/sluice/ws"
 )
 
 // Server is a Sluice node running all three roles (gateway, channel
@@ -140,8 +141,9 @@ func Start(opts Options) (*Server, error) {
 	if err := <-s.booted; err != nil {
 		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
 	}
-	if err := errors.Join(s.startTLS(), s.startMetrics()); err != nil {
+	if err := errors.Join(s.startTLS(), s.startWS(), s.startMetrics()); err != nil {
 		s.stopTLSAccept()
+		s.stopWSAccept()
 		s.stopMetrics()
 		_ = s.eng.Stop(context.Background())
 		<-s.done
@@ -150,6 +152,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.Cluster != nil {
 		if err := s.cl.Start(s.addr); err != nil {
 			s.stopTLSAccept()
+			s.stopWSAccept()
 			s.stopMetrics()
 			_ = s.eng.Stop(context.Background())
 			<-s.done
@@ -284,6 +287,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.stopTLSAccept()
+	s.stopWSAccept()
 	close(s.tickStop)
 	<-s.tickDone
 	if s.cl != nil {
@@ -304,6 +308,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.eng.Stop(context.Background())
 	<-s.done
 	s.waitTLS(ctx)
+	s.waitWSS(ctx)
 	s.stopMetrics()
 	s.log.Info("sluice stopped", "addr", s.addr)
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -413,22 +418,32 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.None
 	}
-	br, _ := gc.Context().(*bridged) // set by the TLS bridge (tls.go)
+	br, _ := gc.Context().(*bridged) // set by the TLS bridge and the WebSocket listener
 	l := s.loopOf(gc.EventLoop())
 	c := l.open(gc)
+	if br != nil && br.ws {
+		c.ws = &wsConn{}
+	}
 	n := s.conns.Add(1)
 	switch {
 	case s.shutting.Load():
 		s.countReject(RejectShutting)
-		c.closing = true
-		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeShuttingDown, Retriable: true, Text: "server shutting down"}), gnet.Close
+		return c.refuse(wire.CodeShuttingDown, "server shutting down")
 	case n > int64(s.opts.MaxConns):
 		s.countReject(RejectMaxConns)
-		c.closing = true
-		return wire.AppendError(nil, 0, wire.Error{Code: wire.CodeTooManyConnections,
-			Text: fmt.Sprintf("server is at its limit of %d connections", s.opts.MaxConns)}), gnet.Close
+		return c.refuse(wire.CodeTooManyConnections, fmt.Sprintf("server is at its limit of %d connections", s.opts.MaxConns))
 	}
 	return s.admit(c, br)
+}
+
+// refuse is the answer to a connection refused in OnOpen: an ERROR, or
+// for a WebSocket connection (not upgraded yet) an HTTP 503.
+func (c *conn) refuse(code wire.Code, text string) ([]byte, gnet.Action) {
+	c.closing = true
+	if c.ws != nil {
+		return ws.AppendReject(nil, wsHTTPStatus(code), text), gnet.Close
+	}
+	return wire.AppendError(nil, 0, wire.Error{Code: code, Retriable: code.Retriable(), Text: text}), gnet.Close
 }
 
 func (h *handler) OnClose(gc gnet.Conn, _ error) gnet.Action {

@@ -56,7 +56,7 @@ const bridgeWriteTimeout = time.Minute
 // has registered its loops (the balancer's list is
 // written before the ticker goroutine starts).
 func (s *Server) tlsGnetOptions() []gnet.Option {
-	if s.opts.TLSListen == "" && s.opts.Cluster == nil {
+	if s.opts.TLSListen == "" && s.opts.WSListen == "" && s.opts.Cluster == nil {
 		return nil // nothing is ever enrolled: gnet's defaults
 	}
 	s.loopsUp = make(chan struct{})
@@ -80,6 +80,7 @@ type tlsBridge struct {
 	sem  chan struct{}
 	wg   sync.WaitGroup // acceptor, handshakes and copy goroutines
 	addr string
+	ws   bool // the WebSocket listener's (wss://): enrolled as WebSocket
 }
 
 // TLSAddr returns the address of the TLS listener ("" without one), with
@@ -152,6 +153,19 @@ func (s *Server) waitTLS(ctx context.Context) {
 	}
 }
 
+// waitWSS is waitTLS for the wss:// listener's bridges.
+func (s *Server) waitWSS(ctx context.Context) {
+	if s.wssBr == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { s.wssBr.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 func (b *tlsBridge) accept() {
 	defer b.wg.Done()
 	var delay time.Duration
@@ -195,7 +209,7 @@ func (b *tlsBridge) serve(raw net.Conn) {
 		_ = raw.Close()
 		return
 	}
-	ours, err := b.enroll(hostOf(raw.RemoteAddr()))
+	ours, err := b.enroll(&bridged{ip: hostOf(raw.RemoteAddr()), tls: true, ws: b.ws})
 	if err != nil {
 		s.log.Warn("TLS bridge", "remote", raw.RemoteAddr(), "err", err)
 		_ = tc.Close()
@@ -209,9 +223,9 @@ func (b *tlsBridge) serve(raw net.Conn) {
 	b.copyOut(ours, tc)
 }
 
-// enroll creates a socket pair, hands one end to a gnet loop (with ip in
+// enroll creates a socket pair, hands one end to a gnet loop (with br as
 // its context) and returns the other.
-func (b *tlsBridge) enroll(ip string) (*net.UnixConn, error) {
+func (b *tlsBridge) enroll(br *bridged) (*net.UnixConn, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)
@@ -223,7 +237,7 @@ func (b *tlsBridge) enroll(ip string) (*net.UnixConn, error) {
 		return nil, err
 	}
 	ctx := gnet.NewNetConnContext(context.Background(), theirs)
-	ctx = gnet.NewContext(ctx, &bridged{ip: ip})
+	ctx = gnet.NewContext(ctx, br)
 	res, err := b.s.eng.Register(ctx)
 	if err != nil {
 		closeAll(ours, theirs)

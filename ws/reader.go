@@ -24,6 +24,9 @@ type Event struct {
 	// Code and Reason are a close frame's (CodeNoStatus when it had none).
 	Code   Code
 	Reason string
+	// Assembled is set when Payload is a fragmented message gathered in
+	// the Reader's buffer, which the next call of Next reuses.
+	Assembled bool
 }
 
 // Reader decodes the frames one peer sends and assembles its messages,
@@ -122,7 +125,7 @@ func (r *Reader) Next(b []byte) (ev Event, n int, err error) {
 		r.err = failf(CodeInvalidPayload, ErrInvalidPayload, "text message is not UTF-8")
 		return Event{}, 0, r.err
 	}
-	return Event{Op: r.fragOp, Payload: msg}, n, nil
+	return Event{Op: r.fragOp, Payload: msg, Assembled: true}, n, nil
 }
 
 // check applies the rules that depend on the connection's state.

@@ -105,7 +105,10 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&o.TLSListen, "tls-listen", o.TLSListen, "also listen for TLS clients on `HOST:PORT`")
 	fs.StringVar(&o.TLSCertFile, "tls-cert", o.TLSCertFile, "TLS certificate chain, PEM `FILE`")
 	fs.StringVar(&o.TLSKeyFile, "tls-key", o.TLSKeyFile, "TLS private key, PEM `FILE`")
-	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "serve /metrics, /healthz and /readyz over HTTP on `HOST:PORT`")
+	fs.StringVar(&o.MetricsListen, "http-listen", o.MetricsListen, "serve the web console (/console/), /metrics, /healthz and /readyz over HTTP on `HOST:PORT`")
+	fs.Var(quietString{&o.MetricsListen}, "metrics-listen", "the old name of --http-listen")
+	fs.StringVar(&o.WSListen, "ws-listen", o.WSListen, "also serve WebSocket clients on `HOST:PORT` (wss:// with --tls-cert and --tls-key)")
+	fs.Var(&addrList{p: &o.WSOrigins}, "ws-origins", "`ORIGINS` of browser pages allowed to connect over WebSocket, comma-separated (https://app.example.com, or * for any; default: pages of the host connected to)")
 	fs.Var(logLevel{&cfg.level}, "log-level", "`LEVEL`: debug, info, warn or error")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "how long a graceful shutdown may take, `DUR`")
 	bindClusterFlags(fs, &cfg.cluster)
@@ -190,7 +193,7 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	attrs := []any{"addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "metrics_addr", srv.MetricsAddr(), "version", version}
+	attrs := []any{"addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "ws_url", srv.WSURL(), "metrics_addr", srv.MetricsAddr(), "version", version}
 	if st, ok := srv.Cluster(); ok {
 		attrs = append(attrs, "node", st.Node, "gossip_addr", gossipAddr(st))
 	}
