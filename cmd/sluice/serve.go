@@ -193,7 +193,7 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	attrs := []any{"addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "ws_url", srv.WSURL(), "metrics_addr", srv.MetricsAddr(), "version", version}
+	attrs := []any{"addr", srv.Addr(), "tls_addr", srv.TLSAddr(), "metrics_addr", srv.MetricsAddr(), "ws_url", srv.WSURL(), "version", version}
 	if st, ok := srv.Cluster(); ok {
 		attrs = append(attrs, "node", st.Node, "gossip_addr", gossipAddr(st))
 	}
