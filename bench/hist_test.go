@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -212,8 +213,50 @@ func TestPacerWaitModes(t *testing.T) {
 	}
 }
 
+// TestPacerSleepTakesNoCPU: the default pacer sleeps in the kernel: a
+// thousand 20 us waits (the gap between events at 50k msg/s) last at least
+// their time and cost the thread far less CPU than they last (a spin costs
+// all of it).
+func TestPacerSleepTakesNoCPU(t *testing.T) {
+	if (Config{}).Pacer != PacerSleep {
+		t.Fatal("the zero Config does not pace with PacerSleep")
+	}
+	p := Pacer{Rate: 50_000}
+	var wall, cpu time.Duration
+	_, err := p.Run(context.Background(), time.Now(), 1, func(int, time.Time) error {
+		// Run has locked the goroutine to its thread: time the waits there.
+		c0, start := threadCPU(t), time.Now()
+		for range 1000 {
+			if err := p.wait(context.Background(), 20*time.Microsecond); err != nil {
+				return err
+			}
+		}
+		wall, cpu = time.Since(start), threadCPU(t)-c0
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wall < 20*time.Millisecond {
+		t.Fatalf("1000 waits of 20us took %v", wall)
+	}
+	if cpu > wall/2 {
+		t.Fatalf("1000 waits of 20us: %v of CPU in %v", cpu, wall)
+	}
+	t.Logf("1000 waits of 20us: %v, %v of CPU", wall, cpu)
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func TestPacerWaitStopsOnContext(t *testing.T) {
-	for _, m := range []PacerMode{PacerSpin, PacerYield} {
+	for _, m := range []PacerMode{PacerSleep, PacerSpin, PacerYield} {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		p := Pacer{Rate: 1, Mode: m}
@@ -233,6 +276,9 @@ func TestParsePacerMode(t *testing.T) {
 	}
 	if _, c, err = ParseSpec("latency/pacer=spin", Config{Pacer: PacerYield}); err != nil || c.Pacer != PacerSpin {
 		t.Fatalf("latency/pacer=spin: %v, %v", c.Pacer, err)
+	}
+	if _, c, err = ParseSpec("latency/pacer=sleep", Config{Pacer: PacerYield}); err != nil || c.Pacer != PacerSleep {
+		t.Fatalf("latency/pacer=sleep: %v, %v", c.Pacer, err)
 	}
 	if _, _, err := ParseSpec("latency/pacer=fast", Config{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("pacer=fast: %v, want ErrConfig", err)

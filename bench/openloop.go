@@ -5,34 +5,42 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// PacerMode says how a Pacer spends a wait too short for a timer.
+// PacerMode says how a Pacer waits for an event's due time.
 type PacerMode uint8
 
 const (
+	// PacerSleep (the default) runs the schedule on a goroutine locked to
+	// its OS thread, whose timer slack is set to 1 ns, and waits in
+	// nanosleep: the thread sleeps in the kernel, so the pacer takes no CPU
+	// from the systems under test, and wakes within a few microseconds of
+	// the due time (Go's timers may be a millisecond late, and a thread's
+	// default timer slack is 50 us).
+	PacerSleep PacerMode = iota
 	// PacerSpin spins on the clock without yielding while the process has
-	// more than one P (GOMAXPROCS > 1): the pacer keeps one P, and the
-	// others stay free to run the client under test and to wait in the
-	// network poller, so a socket that becomes readable is served at once.
-	// With one P it behaves as PacerYield (a spin that never yields would
-	// starve the client).
-	PacerSpin PacerMode = iota
+	// more than one P (GOMAXPROCS > 1), for waits under 50 us. It takes a
+	// core from the systems under test: kept only to reproduce results
+	// measured with it before 2026-12-01 (BENCHMARKS.md).
+	PacerSpin
 	// PacerYield spins calling runtime.Gosched between clock reads (the
-	// generator's only behaviour until 2026-11-29; BENCHMARKS.md compares
-	// the two). Each Gosched puts the pacer on the global run queue, where
-	// a P looking for work finds it before it would poll the network;
-	// measured, both clients then receive later (at 50k msg/s p50 1.2-1.8
-	// ms instead of 0.2-0.9 ms).
+	// generator's behaviour until 2026-11-29). Each Gosched puts the pacer
+	// on the global run queue, where a P looking for work finds it before
+	// it would poll the network; measured, both clients then receive later.
 	PacerYield
 )
 
-// String returns "spin" or "yield".
+// String returns "sleep", "spin" or "yield".
 func (m PacerMode) String() string {
-	if m == PacerYield {
+	switch m {
+	case PacerSpin:
+		return "spin"
+	case PacerYield:
 		return "yield"
 	}
-	return "spin"
+	return "sleep"
 }
 
 // MarshalText encodes the mode as its name (JSON results).
@@ -45,19 +53,21 @@ func (m *PacerMode) UnmarshalText(b []byte) error {
 	return err
 }
 
-// ParsePacerMode parses "spin" or "yield".
+// ParsePacerMode parses "sleep", "spin" or "yield".
 func ParsePacerMode(s string) (PacerMode, error) {
 	switch s {
+	case "sleep":
+		return PacerSleep, nil
 	case "spin":
 		return PacerSpin, nil
 	case "yield":
 		return PacerYield, nil
 	}
-	return 0, fmt.Errorf("%w: pacer %q (spin or yield)", ErrConfig, s)
+	return 0, fmt.Errorf("%w: pacer %q (sleep, spin or yield)", ErrConfig, s)
 }
 
-// spinBelow: waits shorter than this are spun, longer ones sleep on a
-// timer. (Spinning longer waits too, to beat the timer's lateness of up
+// spinBelow: with PacerSpin and PacerYield, waits shorter than this are
+// spun, longer ones sleep on a timer. (Spinning longer waits too, to beat the timer's lateness of up
 // to a millisecond, was measured at 10k msg/s: it made both systems' p99
 // worse, 1.3 -> 4 ms, by taking a core from them.)
 const spinBelow = 50 * time.Microsecond
@@ -97,6 +107,12 @@ func (p *Pacer) Run(ctx context.Context, start time.Time, n int, fn func(i int, 
 	}
 	if sleep == nil {
 		sleep = p.wait
+		if p.Mode == PacerSleep {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			restore := preciseSleep()
+			defer restore()
+		}
 	}
 	for i := 0; i < n; i++ {
 		due := p.Due(start, i)
@@ -119,6 +135,9 @@ func (p *Pacer) Run(ctx context.Context, start time.Time, n int, fn func(i int, 
 
 // wait sleeps for d or until ctx ends, spending the time as p.Mode says.
 func (p *Pacer) wait(ctx context.Context, d time.Duration) error {
+	if p.Mode == PacerSleep {
+		return nanosleep(ctx, d)
+	}
 	yield := p.yield
 	if yield == nil {
 		yield = runtime.Gosched
@@ -152,5 +171,34 @@ func sleepTimer(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// preciseSleep sets the calling thread's timer slack to 1 ns (the caller
+// has locked the goroutine to its thread) and returns a function that
+// restores the previous slack.
+func preciseSleep() (restore func()) {
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil || unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) != nil {
+		return func() {}
+	}
+	return func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0) }
+}
+
+// nanosleep sleeps for d in the kernel (the thread sleeps, taking no CPU),
+// in pieces of at most 10 ms so that ctx is honoured.
+func nanosleep(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		ts := unix.NsecToTimespec(int64(min(left, 10*time.Millisecond)))
+		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+		}
 	}
 }

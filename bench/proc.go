@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -317,3 +318,44 @@ func (sp *ServerProc) Stop() {
 		<-sp.done
 	}
 }
+
+// LoadAvg returns the machine's 1-minute load average from /proc/loadavg,
+// or 0 where it cannot be read.
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// Busy runs n goroutines that spin on n OS threads until stop is called:
+// a CPU load to measure a system under (the caller runs it in a process
+// of its own, at nice 0, so the load competes with the systems under test
+// through the kernel's scheduler, not Go's).
+func Busy(n int) (stop func()) {
+	var quit atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			x := uint64(1)
+			for !quit.Load() {
+				for range 1 << 16 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+			busySink.Store(x)
+		}()
+	}
+	return func() { quit.Store(true); wg.Wait() }
+}
+
+var busySink atomic.Uint64

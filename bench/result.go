@@ -43,7 +43,21 @@ type Result struct {
 	ServerRSS   int64         `json:"server_rss_bytes,omitempty"`
 	MemPerConn  float64       `json:"server_bytes_per_conn,omitempty"`
 
+	// Load1 is the machine's 1-minute load average (/proc/loadavg) at the
+	// start and at the end of the run: how busy the machine was besides.
+	Load1 [2]float64 `json:"load1"`
+
 	Err string `json:"error,omitempty"` // why the run failed or is incomplete
+}
+
+// Lost is the number of expected deliveries that did not arrive: messages
+// published but not delivered, including those the system announced as
+// skipped (Dropped: GAP ranges, slow-consumer drops).
+func (r Result) Lost() int64 {
+	if r.Expected <= r.Delivered {
+		return 0
+	}
+	return r.Expected - r.Delivered
 }
 
 // Headline returns the scenario's main number, its unit and whether higher
@@ -78,6 +92,9 @@ func (r Result) Label() string {
 	case "nm":
 		return fmt.Sprintf("nm %d:%d/%dch %s", c.Pubs, c.Subs, c.Channels, sizeName(c.Size))
 	case "latency":
+		if c.Busy {
+			return fmt.Sprintf("latency @%s/s %s +cpu load", humanCount(c.Rate), sizeName(c.Size))
+		}
 		return fmt.Sprintf("latency @%s/s %s", humanCount(c.Rate), sizeName(c.Size))
 	case "replay":
 		return fmt.Sprintf("replay %s %s", humanCount(float64(c.Count)), sizeName(c.Size))
@@ -86,6 +103,9 @@ func (r Result) Label() string {
 	}
 	return r.Scenario
 }
+
+// fmtLoad formats a run's load averages as "start->end".
+func fmtLoad(l [2]float64) string { return fmt.Sprintf("%.2f->%.2f", l[0], l[1]) }
 
 func sizeName(n int) string {
 	if n >= 1024 && n%1024 == 0 {
@@ -109,17 +129,17 @@ func fmtDur(ns int64) string {
 // WriteTable writes rs as an aligned text table.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tsystem\tpublished/s\tdelivered/s\tMB/s\tp50\tp99\tp99.9\tmax\tcpu/msg\tloss\t")
+	fmt.Fprintln(tw, "scenario\tsystem\tpublished/s\tdelivered/s\tMB/s\tp50\tp99\tp99.9\tmax\tcpu/msg\tlost\tof which gap\tload1\t")
 	for _, r := range rs {
 		lat := []string{"-", "-", "-", "-"}
 		if r.Latency != nil {
 			l := r.Latency
 			lat = []string{fmtDur(l.P50), fmtDur(l.P99), fmtDur(l.P999), fmtDur(l.Max)}
 		}
-		deliv, loss := "-", "-"
+		deliv, loss, gap := "-", "-", "-"
 		if r.Expected > 0 {
 			deliv = humanCount(r.DeliverRate)
-			loss = fmt.Sprintf("%d", r.Expected-r.Delivered)
+			loss, gap = fmt.Sprintf("%d", r.Lost()), fmt.Sprintf("%d", r.Dropped)
 		}
 		pub := humanCount(r.PubRate)
 		if r.Scenario == "idle" {
@@ -129,8 +149,8 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if r.CPUPerMsgNs > 0 {
 			cpu = fmt.Sprintf("%.0fns", r.CPUPerMsgNs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Label(), r.System, pub, deliv, r.MBps,
-			lat[0], lat[1], lat[2], lat[3], cpu, loss)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Label(), r.System, pub, deliv, r.MBps,
+			lat[0], lat[1], lat[2], lat[3], cpu, loss, gap, fmtLoad(r.Load1))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -166,6 +186,16 @@ type Comparison struct {
 	// is better).
 	Ratio        float64 `json:"ratio"`
 	HigherBetter bool    `json:"higher_is_better"`
+	// LostA and LostB sum Result.Lost over each side's runs (0 for a
+	// scenario without deliveries); GapA and GapB the part of it the
+	// system announced (Result.Dropped).
+	LostA int64 `json:"lost_a"`
+	LostB int64 `json:"lost_b"`
+	GapA  int64 `json:"gap_a"`
+	GapB  int64 `json:"gap_b"`
+	// Load1 is the lowest and highest 1-minute load average seen over all
+	// the runs of both sides.
+	Load1 [2]float64 `json:"load1"`
 }
 
 // Compare builds the Comparison of runs a (system A) and b (system B) of one
@@ -180,6 +210,22 @@ func Compare(a, b []Result) Comparison {
 		c.System[1] = b[0].System
 	}
 	c.ValueA, c.ValueB = medianHeadline(a), medianHeadline(b)
+	c.Load1 = [2]float64{math.Inf(1), 0}
+	for _, r := range a {
+		c.LostA += r.Lost()
+		c.GapA += r.Dropped
+	}
+	for _, r := range b {
+		c.LostB += r.Lost()
+		c.GapB += r.Dropped
+	}
+	for _, r := range append(append([]Result(nil), a...), b...) {
+		c.Load1[0] = min(c.Load1[0], r.Load1[0], r.Load1[1])
+		c.Load1[1] = max(c.Load1[1], r.Load1[0], r.Load1[1])
+	}
+	if math.IsInf(c.Load1[0], 1) {
+		c.Load1[0] = 0
+	}
 	c.RangeA, c.RangeB = headlineRange(a), headlineRange(b)
 	if c.ValueB != 0 {
 		c.Ratio = c.ValueA / c.ValueB
@@ -210,18 +256,35 @@ func WriteComparison(w io.Writer, cs []Comparison) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	fmt.Fprintf(tw, "scenario\t%s\t%s\tratio %s/%s\tunit\t%s range\t%s range\t\n",
-		cs[0].System[0], cs[0].System[1], cs[0].System[0], cs[0].System[1], cs[0].System[0], cs[0].System[1])
+	fmt.Fprintf(tw, "scenario\t%s\t%s\tratio %s/%s\tunit\t%s range\t%s range\t%s lost\t%s lost\tload1\t\n",
+		cs[0].System[0], cs[0].System[1], cs[0].System[0], cs[0].System[1], cs[0].System[0], cs[0].System[1],
+		cs[0].System[0], cs[0].System[1])
 	for _, c := range cs {
 		va, vb := fmtValue(c.ValueA, c.Unit), fmtValue(c.ValueB, c.Unit)
 		note := ""
 		if !c.HigherBetter {
 			note = " (lower is better)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s%s\t%s\t%s\t\n", c.Label, va, vb, c.Ratio, c.Unit, note,
-			fmtRange(c.RangeA, c.Unit), fmtRange(c.RangeB, c.Unit))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s%s\t%s\t%s\t%s\t%s\t%.2f..%.2f\t\n", c.Label, va, vb, c.Ratio, c.Unit, note,
+			fmtRange(c.RangeA, c.Unit), fmtRange(c.RangeB, c.Unit), c.lostText(0), c.lostText(1), c.Load1[0], c.Load1[1])
 	}
 	return tw.Flush()
+}
+
+// lostText is side i's lost deliveries over its runs, with the announced
+// part: "0", "1234 (gap 1000)", or "-" for a scenario without deliveries.
+func (c Comparison) lostText(i int) string {
+	rs, lost, gap := c.A, c.LostA, c.GapA
+	if i == 1 {
+		rs, lost, gap = c.B, c.LostB, c.GapB
+	}
+	if len(rs) == 0 || rs[0].Expected == 0 {
+		return "-"
+	}
+	if gap > 0 {
+		return fmt.Sprintf("%d (gap %d)", lost, gap)
+	}
+	return fmt.Sprint(lost)
 }
 
 func fmtRange(r [2]float64, unit string) string {
@@ -291,9 +354,9 @@ func WriteMarkdown(w io.Writer, cs []Comparison) error {
 		row("server CPU per message", func(r Result) float64 { return r.CPUPerMsgNs },
 			func(v float64) string { return fmt.Sprintf("%.0f ns", v) })
 		if c.A[0].Expected > 0 {
-			row("undelivered messages (median)", func(r Result) float64 { return float64(r.Expected - r.Delivered) },
-				func(v float64) string { return fmt.Sprintf("%.0f", v) })
+			fmt.Fprintf(w, "| lost deliveries, all runs (of which GAP-announced) | %d (%d) | %d (%d) | |\n", c.LostA, c.GapA, c.LostB, c.GapB)
 		}
+		fmt.Fprintf(w, "| load average (1 min), over the runs | %.2f..%.2f | | |\n", c.Load1[0], c.Load1[1])
 		fmt.Fprintln(w)
 	}
 	return nil

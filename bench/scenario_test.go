@@ -154,7 +154,7 @@ func TestStalledDeliveryIsIncomplete(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	rs := []Result{
-		{System: "sluice", Scenario: "pubsub", Config: Config{Size: 128, Pubs: 1, Subs: 1}, PubRate: 1e6, DeliverRate: 9e5, Expected: 10, Delivered: 9, CPUPerMsgNs: 250},
+		{System: "sluice", Scenario: "pubsub", Config: Config{Size: 128, Pubs: 1, Subs: 1}, PubRate: 1e6, DeliverRate: 9e5, Expected: 10, Delivered: 9, Dropped: 1, CPUPerMsgNs: 250, Load1: [2]float64{0.5, 2}},
 		{System: "nats", Scenario: "pubsub", Config: Config{Size: 128, Pubs: 1, Subs: 1}, PubRate: 2e6, DeliverRate: 1.8e6, Expected: 10, Delivered: 10},
 		{System: "nats", Scenario: "pubsub", Config: Config{Size: 128, Pubs: 1, Subs: 1}, PubRate: 2e6, DeliverRate: 1.2e6, Expected: 10, Delivered: 10},
 		{System: "nats", Scenario: "pubsub", Config: Config{Size: 128, Pubs: 1, Subs: 1}, PubRate: 2e6, DeliverRate: 2.4e6, Expected: 10, Delivered: 10, Err: "boom"},
@@ -164,7 +164,7 @@ func TestOutputs(t *testing.T) {
 	if err := WriteTable(&tb, rs); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pubsub 1:1 128B", "900.0k", "1.80M", "250ns", "latency @50.0k/s 128B", "30us", "2ms", "3s", "note: pubsub 1:1 128B on nats: boom"} {
+	for _, want := range []string{"pubsub 1:1 128B", "900.0k", "1.80M", "250ns", "lost", "of which gap", "0.50->2.00", "latency @50.0k/s 128B", "30us", "2ms", "3s", "note: pubsub 1:1 128B on nats: boom"} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}
@@ -191,7 +191,7 @@ func TestOutputs(t *testing.T) {
 		t.Errorf("latency headline p99 repeated:\n%s", mb.String())
 	}
 	for _, want := range []string{"### pubsub 1:1 128B", "| msg/s delivered (median, higher is better) | 900.0k | 1.80M | 0.50 |",
-		"| undelivered messages (median) | 1 | 0 | - |", "### latency @50.0k/s 128B", "| p50 | 30us | 20us | 1.50 |", "| p99 (median, lower is better) | 100us | 50us | 2.00 |"} {
+		"| lost deliveries, all runs (of which GAP-announced) | 1 (1) | 0 (0) | |", "| load average (1 min), over the runs | 0.00..2.00 | | |", "### latency @50.0k/s 128B", "| p50 | 30us | 20us | 1.50 |", "| p99 (median, lower is better) | 100us | 50us | 2.00 |"} {
 		if !strings.Contains(mb.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, mb.String())
 		}
@@ -206,7 +206,11 @@ func TestOutputs(t *testing.T) {
 	if c.RangeB != [2]float64{1.2e6, 2.4e6} || c.RangeA != [2]float64{9e5, 9e5} {
 		t.Fatalf("ranges %v %v", c.RangeA, c.RangeB)
 	}
-	if !strings.Contains(cb.String(), "0.50") || !strings.Contains(cb.String(), "ratio sluice/nats") || !strings.Contains(cb.String(), "1.20M..2.40M") {
+	if c.LostA != 1 || c.GapA != 1 || c.LostB != 0 || c.Load1 != [2]float64{0, 2} {
+		t.Fatalf("comparison lost %d (gap %d) / %d, load %v", c.LostA, c.GapA, c.LostB, c.Load1)
+	}
+	if !strings.Contains(cb.String(), "0.50") || !strings.Contains(cb.String(), "ratio sluice/nats") || !strings.Contains(cb.String(), "1.20M..2.40M") ||
+		!strings.Contains(cb.String(), "sluice lost") || !strings.Contains(cb.String(), "1 (gap 1)") || !strings.Contains(cb.String(), "0.00..2.00") {
 		t.Fatalf("comparison table:\n%s", cb.String())
 	}
 }

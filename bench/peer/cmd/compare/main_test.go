@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/bench"
 )
 
 // TestMain lets the test binary act as the child-process servers, as the
@@ -123,6 +125,81 @@ func TestIdleRunsOnFreshServers(t *testing.T) {
 	for sys, s := range src {
 		if len(s) != 2 || s[0] == s[1] || s[0] == "" {
 			t.Errorf("%s: server processes %q, want two different ones", sys, s)
+		}
+	}
+}
+
+func TestParseJob(t *testing.T) {
+	for _, tc := range []struct {
+		spec   string
+		peer   string
+		target float64
+		name   string
+		size   int
+		busy   bool
+		bad    bool
+	}{
+		{spec: "pubsub/size=1024,peer=relay,target=0.5", peer: "relay", target: 0.5, name: "pubsub", size: 1024},
+		{spec: "latency/size=128,busy=true,target=0.8", peer: "nats", target: 0.8, name: "latency", size: 128, busy: true},
+		{spec: "fanout", peer: "nats", name: "fanout"},
+		{spec: "pubsub/peer=redis", bad: true},
+		{spec: "pubsub/target=-1", bad: true},
+		{spec: "replay/peer=relay", bad: true},
+		{spec: "pubsub/size=x", bad: true},
+	} {
+		j, err := parseJob(tc.spec, bench.Config{})
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: accepted", tc.spec)
+			}
+			continue
+		}
+		if err != nil || j.peer != tc.peer || j.target != tc.target || j.name != tc.name || j.cfg.Size != tc.size || j.cfg.Busy != tc.busy {
+			t.Errorf("%s: %+v, %v", tc.spec, j, err)
+		}
+	}
+	for _, s := range defaultSuite {
+		if _, err := parseJob(s, bench.Config{}); err != nil {
+			t.Errorf("default suite: %v", err)
+		}
+	}
+}
+
+func TestSummaryMet(t *testing.T) {
+	one := []bench.Result{{}}
+	for _, tc := range []struct {
+		ratio, target float64
+		higher        bool
+		lost          int64
+		want          string
+	}{
+		{2.1, 2, true, 0, "yes"},
+		{1.9, 2, true, 0, "no"},
+		{2.1, 2, true, 5, "no (loss)"},
+		{0.7, 0.8, false, 0, "yes"},
+		{0.9, 0.8, false, 0, "no"},
+		{0.9, 0, false, 0, "-"},
+	} {
+		r := summaryRow{c: bench.Comparison{A: one, B: one, Ratio: tc.ratio, HigherBetter: tc.higher, LostA: tc.lost}, target: tc.target}
+		if got := r.met(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc, got, tc.want)
+		}
+	}
+}
+
+// TestCompareRelayAndBusy: a relay comparison and a latency run under the
+// tool's own CPU load both run, in the summary table with their targets.
+func TestCompareRelayAndBusy(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(testCtx(t), []string{"--runs", "1", "--count", "3000", "--markdown", "--progress", "off",
+		"pubsub/size=1024,peer=relay,target=0.5", "latency/size=128,rate=2000,duration=300ms,busy=true,target=0.8"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"| pubsub 1:1 1KiB | relay |", ">= 0.5", "| latency @2.0k/s 128B +cpu load | nats |", "<= 0.8",
+		"ratio sluice/relay", "relay_server: raw byte relay", "sluice lost"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }
