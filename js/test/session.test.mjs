@@ -101,8 +101,7 @@ test("at most maxPending publishes await their ack; the next waits for a slot", 
   assert.equal(f3.v.text, "3");
   assert.equal(await ps[0], 1n);
   c.close();
-  await assert.rejects(ps[1], UnknownOutcomeError);
-  await assert.rejects(ps[2], UnknownOutcomeError);
+  await Promise.all([assert.rejects(ps[1], UnknownOutcomeError), assert.rejects(ps[2], UnknownOutcomeError)]);
 });
 
 test("a lost ack is an unknown outcome and the publish is never sent again", async () => {

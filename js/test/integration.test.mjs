@@ -1,0 +1,177 @@
+// The SDK in Node.js (over the `ws` package) against a real `sluice serve`
+// with its WebSocket gateway, on free loopback ports.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { connect, ServerError, UnknownOutcomeError } from "../dist/index.js";
+import { startServer, goPublish } from "./server.mjs";
+
+const td = new TextDecoder();
+let srv;
+
+before(async () => {
+  srv = await startServer();
+});
+after(async () => {
+  await srv?.stop();
+});
+
+/** Collects n events from sub (async iteration), as summaries. */
+async function take(sub, n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const r = await sub.next();
+    assert.equal(r.done, false, "subscription ended early");
+    const ev = r.value;
+    out.push(ev.kind === "message" ? [ev.position, td.decode(ev.payload)] : ev);
+  }
+  return out;
+}
+
+test("acknowledged publishes get consecutive positions; a subscriber from earliest sees them in order", async () => {
+  const c = await connect(srv.wsURL);
+  const positions = await Promise.all(Array.from({ length: 200 }, (_, i) => c.publish("it.order", `m${i}`)));
+  for (let i = 1; i < positions.length; i++) assert.equal(positions[i], positions[i - 1] + 1n);
+  const sub = await c.subscribe("it.order", { start: "earliest" });
+  const got = await take(sub, 200);
+  assert.deepEqual(
+    got,
+    positions.map((p, i) => [p, `m${i}`]),
+  );
+  await sub.unsubscribe();
+  await c.drain();
+});
+
+test("messages published by the Go SDK over TCP reach a WebSocket subscriber with the positions Go was given", async () => {
+  const c = await connect(srv.wsURL);
+  const sub = await c.subscribe("it.cross", { start: "live" });
+  const positions = await goPublish(srv, "it.cross", ["from-go-1", "from-go-2", "from-go-3"]);
+  assert.equal(positions.length, 3);
+  assert.deepEqual(await take(sub, 3), positions.map((p, i) => [p, `from-go-${i + 1}`]));
+  c.close();
+});
+
+test("subscribe from a position, last N and since T", async () => {
+  const c = await connect(srv.wsURL);
+  const ps = [];
+  for (let i = 0; i < 10; i++) ps.push(await c.publish("it.starts", `s${i}`));
+  const fromPos = await c.subscribe("it.starts", { start: { position: ps[7] } });
+  assert.deepEqual(await take(fromPos, 3), [[ps[7], "s7"], [ps[8], "s8"], [ps[9], "s9"]]);
+  const last = await c.subscribe("it.starts", { start: { last: 2 } });
+  assert.deepEqual(await take(last, 2), [[ps[8], "s8"], [ps[9], "s9"]]);
+  const since = await c.subscribe("it.starts", { start: { sinceMs: 60000 } });
+  assert.deepEqual((await take(since, 10)).map(([p]) => p), ps);
+  assert.equal(since.info.first, ps[0]);
+  c.close();
+});
+
+test("publishNoAck messages are delivered (fire and forget)", async () => {
+  const c = await connect(srv.wsURL);
+  const sub = await c.subscribe("it.noack");
+  for (let i = 0; i < 5; i++) await c.publishNoAck("it.noack", `n${i}`);
+  const got = await take(sub, 5);
+  assert.deepEqual(got.map(([, t]) => t), ["n0", "n1", "n2", "n3", "n4"]);
+  for (let i = 1; i < 5; i++) assert.equal(got[i][0], got[i - 1][0] + 1n);
+  c.close();
+});
+
+test("a payload over the server's maxPayload is refused before it is sent; the connection carries on", async () => {
+  const c = await connect(srv.wsURL);
+  const big = new Uint8Array(c.welcome.maxPayload + 1);
+  await assert.rejects(c.publish("it.big", big), /payload of/);
+  assert.ok(c.connected);
+  assert.ok((await c.publish("it.big", "small")) > 0n);
+  c.close();
+});
+
+test("a server killed and restarted: in-flight acks are unknown outcomes, the subscription resumes and reports the epoch change", async () => {
+  const own = await startServer();
+  try {
+    const c = await connect(own.wsURL, { backoffMinMs: 20, backoffMaxMs: 200 });
+    const sub = await c.subscribe("it.restart", { start: "earliest" });
+    const p1 = await c.publish("it.restart", "before");
+    assert.deepEqual(await take(sub, 1), [[p1, "before"]]);
+    const epoch = sub.info.epoch;
+    const settled = Promise.allSettled(Array.from({ length: 50 }, () => c.publish("it.restart", "racing")));
+    await own.kill();
+    // Every one of them either was acknowledged before the kill or is an unknown outcome.
+    const outcomes = await settled;
+    for (const o of outcomes) {
+      if (o.status === "rejected") assert.ok(o.reason instanceof UnknownOutcomeError, String(o.reason));
+    }
+    const acked = outcomes.filter((o) => o.status === "fulfilled").length;
+    const again = await startServer({ ...own.ports });
+    try {
+      // Drain what was delivered before the kill, then expect the epoch change.
+      let ev;
+      const seen = [];
+      for (;;) {
+        ev = (await sub.next()).value;
+        if (ev.kind === "epoch") break;
+        seen.push(ev);
+      }
+      assert.ok(seen.length >= acked, `every acknowledged message (${acked}) was delivered before the cut (${seen.length})`);
+      assert.notEqual(ev.epoch, epoch);
+      const p2 = await c.publish("it.restart", "after");
+      const rest = [];
+      for (;;) {
+        const e = (await sub.next()).value;
+        if (e.kind === "message") {
+          rest.push([e.position, td.decode(e.payload)]);
+          if (td.decode(e.payload) === "after") break;
+        }
+      }
+      assert.deepEqual(rest.at(-1), [p2, "after"]);
+      c.close();
+    } finally {
+      await again.stop();
+    }
+  } finally {
+    await own.kill();
+  }
+});
+
+test("auth: a wrong or missing token is refused with UNAUTHENTICATED; a publish the role forbids is FORBIDDEN; the right token publishes and subscribes", async () => {
+  const token = "js-test-token-" + Math.random().toString(36).slice(2);
+  const hash = createHash("sha256").update(token).digest("hex");
+  const readerToken = token + "-reader";
+  const readerHash = createHash("sha256").update(readerToken).digest("hex");
+  const config = `
+[auth]
+anonymous = ""
+[[auth.roles]]
+name = "all"
+publish = [">"]
+subscribe = [">"]
+[[auth.roles]]
+name = "reader"
+subscribe = [">"]
+[[auth.tokens]]
+name = "js"
+hash = "sha256:${hash}"
+role = "all"
+[[auth.tokens]]
+name = "reader"
+hash = "sha256:${readerHash}"
+role = "reader"
+`;
+  const own = await startServer({ config });
+  try {
+    await assert.rejects(connect(own.wsURL, { token: "wrong", reconnect: false }), (e) => e instanceof ServerError && e.codeName === "UNAUTHENTICATED");
+    await assert.rejects(connect(own.wsURL, { reconnect: false }), (e) => e instanceof ServerError && e.codeName === "UNAUTHENTICATED");
+    const c = await connect(own.wsURL, { token });
+    const sub = await c.subscribe("it.auth");
+    const p = await c.publish("it.auth", "ok");
+    assert.deepEqual(await take(sub, 1), [[p, "ok"]]);
+    // A role that may not publish: the server refuses with FORBIDDEN, and the connection carries on.
+    const r = await connect(own.wsURL, { token: readerToken });
+    await assert.rejects(r.publish("it.auth", "nope"), (e) => e instanceof ServerError && e.codeName === "FORBIDDEN" && e.op === "publish");
+    assert.ok(r.connected);
+    const rs = await r.subscribe("it.auth", { start: { position: p } });
+    assert.deepEqual(await take(rs, 1), [[p, "ok"]]);
+    r.close();
+    c.close();
+  } finally {
+    await own.stop();
+  }
+});
