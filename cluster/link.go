@@ -51,6 +51,7 @@ type Conn interface {
 type Link struct {
 	cl   *Cluster
 	node string
+	sess *wire.NodeSession // the handshake's keys, for the record layer
 
 	// c is set on the loop when it opens the enrolled connection
 	// (Attach); ready is closed then.
@@ -77,20 +78,19 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 		return nil, fmt.Errorf("%w: dial %s (%s): %v", ErrLinkDown, node, addr, err)
 	}
 	_ = c.SetDeadline(deadline)
-	r, name, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: cl.self,
-		ClientAddr: cl.clientAddr, Proof: wire.NodeProof(cl.opts.Secret, cl.self)})
-	if err == nil && name != node {
-		err = fmt.Errorf("is node %q, not %q", name, node)
-	}
-	if err == nil && r.Buffered() != 0 {
-		err = fmt.Errorf("sent %d bytes after NODE_WELCOME", r.Buffered())
+	sess, err := wire.NodeHandshake(c, wire.NodeDial{Name: cl.self, ClientAddr: cl.clientAddr,
+		Secret: cl.opts.Secret, Expect: node})
+	if err == nil && len(sess.Rest) != 0 {
+		// The acceptor sends nothing unasked, and gnet cannot be handed
+		// bytes already read.
+		err = fmt.Errorf("sent %d bytes after NODE_WELCOME", len(sess.Rest))
 	}
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s (%s): %v", ErrLinkDown, node, addr, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	l := &Link{cl: cl, node: node, ready: make(chan struct{}),
+	l := &Link{cl: cl, node: node, sess: sess, ready: make(chan struct{}),
 		calls: make(map[uint32]func(wire.Header, []byte, error))}
 	if err := cl.cfg.Transport.Enroll(c, l, deadline); err != nil {
 		c.Close()
@@ -130,6 +130,11 @@ func (lk *Link) Attach(c Conn) bool {
 
 // Node returns the name of the peer node.
 func (lk *Link) Node() string { return lk.node }
+
+// Session returns the outcome of the link's node handshake: the keys of
+// its record layer (PROTOCOL.md 9.8), which the loop that owns the
+// connection seals and opens every byte with.
+func (lk *Link) Session() *wire.NodeSession { return lk.sess }
 
 func (lk *Link) error() error {
 	lk.mu.Lock()

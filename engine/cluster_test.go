@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -528,29 +529,25 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 }
 
 func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
-	hello := func(secret string) []byte {
-		return wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "x",
-			ClientAddr: "127.0.0.1:1", Proof: wire.NodeProof(secret, "x")})
-	}
+	hello := wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "x", ClientAddr: "127.0.0.1:1"})
 	single := startTest(t, nil)
 	c := dialRaw(t, single.Addr())
-	c.write(hello(""))
+	c.write(hello)
 	if e := c.expectError(); e.Code != wire.CodeHelloRequired {
 		t.Fatalf("single node answered NODE_HELLO with %v, want HELLO_REQUIRED", e)
 	}
 	node := startNode(t, "s", nil, func(o *Options) { o.Cluster.Secret = "right" })
 	for _, secret := range []string{"", "wrong"} {
 		c := dialRaw(t, node.Addr())
-		c.write(hello(secret))
-		if e := c.expectError(); e.Code != wire.CodeUnauthenticated {
-			t.Fatalf("proof under %q answered %v, want UNAUTHENTICATED", secret, e)
+		_, err := wire.NodeHandshake(c.nc, wire.NodeDial{Name: "x", Secret: secret})
+		if e, ok := errors.AsType[wire.Error](err); !ok || e.Code != wire.CodeUnauthenticated {
+			t.Fatalf("proof under %q answered %v, want UNAUTHENTICATED", secret, err)
 		}
 		c.expectClosed()
 	}
 	c = dialRaw(t, node.Addr())
-	c.write(hello("right"))
-	if h, body := c.next(); h.Type != wire.TypeNodeWelcome {
-		t.Fatalf("right proof answered %s", describe(h, body))
+	if sess, err := wire.NodeHandshake(c.nc, wire.NodeDial{Name: "x", Secret: "right", Expect: "s"}); err != nil || sess.Peer != "s" {
+		t.Fatalf("right proof: %v", err)
 	}
 	o := DefaultOptions()
 	o.ServerName = "n"

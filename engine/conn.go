@@ -62,6 +62,11 @@ type conn struct {
 	link *cluster.Link
 	// ws is set on a connection of the WebSocket listener (ws.go).
 	ws *wsConn
+	// nodeAccept is the acceptor's handshake state between NODE_HELLO
+	// and NODE_PROOF; ns the record layer once a node handshake is done
+	// (nodeseal.go).
+	nodeAccept *wire.NodeAcceptor
+	ns         *nodeSeal
 }
 
 // outbound is the number of bytes waiting to be written to the peer.
@@ -142,7 +147,17 @@ func (c *conn) flush() {
 	if c.ws != nil {
 		c.wsFlush()
 	} else if len(c.iov) > 0 && !c.closed {
-		_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
+		if c.ns != nil {
+			out, err := c.ns.sealOutput(c.iov)
+			if err != nil {
+				_ = c.gc.Close()
+			} else {
+				_, _ = c.gc.Write(out) // on error gnet closes the conn (OnClose)
+			}
+			c.ns.afterFlush()
+		} else {
+			_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
+		}
 		c.l.stats.bytesOut += uint64(c.pending)
 	}
 	clear(c.iov)

@@ -213,6 +213,15 @@ func (l *loop) cleanup(c *conn) {
 // is checked before its bytes are waited for, so at most HeaderLen+maxBody
 // bytes of one frame are ever buffered.
 func (l *loop) traffic(c *conn) gnet.Action {
+	if c.ns != nil {
+		l.begin()
+		if c.peer != nil {
+			c.noteInput(l.now)
+		}
+		l.sealedTraffic(c)
+		l.end()
+		return gnet.None
+	}
 	if c.link != nil {
 		l.begin()
 		l.linkTraffic(c)
@@ -226,7 +235,7 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	c.noteInput(l.now)
 	buf, _ := c.gc.Peek(-1)
 	off := 0
-	for !c.closing && !c.closed {
+	for !c.closing && !c.closed && c.ns == nil {
 		limit := l.srv.maxBody
 		if c.peer != nil {
 			limit = l.srv.peerMaxBody
@@ -260,8 +269,77 @@ func (l *loop) traffic(c *conn) gnet.Action {
 		// which would drop a partial frame and desynchronise the stream.
 		_, _ = c.gc.Discard(off)
 	}
+	if c.ns != nil && !c.closing && !c.closed && c.gc.InboundBuffered() > 0 {
+		// The node handshake ended inside this read: the rest are records.
+		l.sealedTraffic(c)
+	}
 	l.end()
 	return gnet.None
+}
+
+// sealedTraffic is OnTraffic for a node connection after its handshake
+// (either side): the records gnet buffered are opened into c.ns.plain,
+// and the frames in it are handled as on a plain connection. A record
+// that does not open ends the connection at once.
+func (l *loop) sealedTraffic(c *conn) {
+	raw, _ := c.gc.Peek(-1)
+	n, err := c.ns.input(raw)
+	if n > 0 {
+		l.stats.bytesIn += uint64(n)
+		_, _ = c.gc.Discard(n) // never 0: see traffic
+	}
+	if err != nil {
+		l.nodeInputFailed(c, err)
+		return
+	}
+	buf := c.ns.plain
+	off := 0
+	for !c.closing && !c.closed {
+		h, body, m, err := wire.Split(buf[off:], l.srv.peerMaxBody)
+		if err == wire.ErrIncomplete {
+			break
+		}
+		if err != nil {
+			if c.link != nil {
+				failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, c.link.Node(), err))
+			} else {
+				code := wire.CodeProtocolError
+				if isTooLarge(err) {
+					code = wire.CodeFrameTooLarge
+				}
+				c.sendError(0, code, err.Error())
+			}
+			break
+		}
+		off += m
+		if c.link != nil {
+			if err := c.link.Receive(h, body); err != nil {
+				failLink(c, err)
+				break
+			}
+			continue
+		}
+		l.frame(c, h, body)
+	}
+	if c.closing || c.closed {
+		off = len(buf)
+	}
+	c.ns.consumed(off)
+}
+
+// nodeInputFailed ends a node connection whose records do not open: a
+// changed, cut, reordered or injected byte, or a peer without the keys.
+func (l *loop) nodeInputFailed(c *conn, err error) {
+	if c.link != nil {
+		failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, c.link.Node(), err))
+		return
+	}
+	name := ""
+	if c.peer != nil {
+		name = c.peer.name
+	}
+	l.srv.log.Warn("node connection closed: a sealed record did not open", "peer", name, "remote", c.gc.RemoteAddr(), "err", err)
+	c.sendError(0, wire.CodeProtocolError, err.Error()) // sealed with our own key; the link is closed at once (closeGracefully)
 }
 
 func (l *loop) frame(c *conn, h wire.Header, body []byte) {
@@ -271,6 +349,10 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 		return
 	}
 	if !c.hello {
+		if c.nodeAccept != nil {
+			l.nodeProof(c, h, body)
+			return
+		}
 		if h.Type == wire.TypeNodeHello && l.srv.cl != nil {
 			// Only a cluster node takes node connections; a single node
 			// answers NODE_HELLO like any other frame before HELLO.

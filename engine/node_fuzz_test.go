@@ -14,7 +14,10 @@ import (
 )
 
 // FuzzNodeConn writes fuzzer bytes on a node connection of a one-node
-// cluster, after a valid NODE_HELLO, in fuzzer-chosen pieces. Properties:
+// cluster, after a completed node handshake, in fuzzer-chosen pieces,
+// each sealed as one record; or, when the first cut byte has its top bit
+// set, unsealed, as an outsider's bytes on the record stream (which the
+// node must refuse by closing). Properties:
 // every frame the node sends decodes and is one a node sends on such a
 // connection; the connection either answers a final OpStatus request (a
 // barrier: every earlier frame was handled) or is closed with an ERROR;
@@ -70,9 +73,15 @@ func nodeConnCheck(addr, name string, stream, cuts []byte) error {
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(waitFor))
-	hello := wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "fuzzer", ClientAddr: "127.0.0.1:1"})
-	if _, err := nc.Write(hello); err != nil {
-		return err
+	sess, err := wire.NodeHandshake(nc, wire.NodeDial{Name: "fuzzer", ClientAddr: "127.0.0.1:1", Expect: name})
+	if err != nil {
+		return fmt.Errorf("node handshake: %w", err)
+	}
+	sc := sess.Conn(nc)
+	raw := len(cuts) > 0 && cuts[0]&0x80 != 0
+	var w io.Writer = sc
+	if raw {
+		w = nc
 	}
 	stream = stream[:min(len(stream), 64<<10)]
 	stream0 := stream
@@ -81,34 +90,31 @@ func nodeConnCheck(addr, name string, stream, cuts []byte) error {
 		if len(cuts) > 0 {
 			k = min(k, 1+int(cuts[i%len(cuts)])%64)
 		}
-		if _, err := nc.Write(stream[:k]); err != nil {
+		if _, err := w.Write(stream[:k]); err != nil {
 			break // the node closed the connection: judged below
 		}
 		stream = stream[k:]
 	}
 	// Complete a frame the input left unfinished, so that the marker is
 	// read as a frame of its own (the node rightly waits for the rest).
-	_, _ = nc.Write(completion(append(hello, stream0...)))
+	_, _ = w.Write(completion(stream0))
 	marker := 0x80000000 | rand.Uint32()
-	_, _ = nc.Write(wire.AppendNodeRequest(nil, marker, wire.OpStatus, nil))
-	r := wire.NewReader(nc, 8<<20)
-	welcomed := false
+	_, _ = w.Write(wire.AppendNodeRequest(nil, marker, wire.OpStatus, nil))
+	r := wire.NewReader(sc, 8<<20)
+	welcomed := true // by the handshake
 	for {
 		h, body, err := r.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
 				return nil // closed: legitimate after a malformed frame
 			}
 			return fmt.Errorf("reading the node's answers: %w", err)
 		}
+		if raw && h.Type != wire.TypeError {
+			return fmt.Errorf("unsealed bytes on the record stream were answered with %v", h.Type)
+		}
 		if err := checkNodeFrame(h, body, welcomed); err != nil {
 			return err
-		}
-		welcomed = welcomed || h.Type == wire.TypeNodeWelcome
-		if h.Type == wire.TypeNodeWelcome {
-			if n, _ := wire.DecodeNodeWelcome(body); n != name {
-				return fmt.Errorf("NODE_WELCOME names %q, want %q", n, name)
-			}
 		}
 		if h.Type == wire.TypeNodeResponse && h.ID == marker {
 			return nil

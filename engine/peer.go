@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"crypto/hmac"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -41,11 +42,17 @@ const peerOutboundLimit = 32 << 20
 // peerFeedBytes bounds the record bytes of one NODE_FEED.
 const peerFeedBytes = 256 << 10
 
-// nodeHello handles NODE_HELLO on a connection that has not said HELLO.
+// nodeHello handles NODE_HELLO on a connection that has not said HELLO:
+// the first flight of the node handshake (PROTOCOL.md 9.1). It answers
+// NODE_CHALLENGE with a fresh nonce and waits for NODE_PROOF (nodeProof).
 func (l *loop) nodeHello(c *conn, body []byte) {
 	srv := l.srv
 	h, err := wire.DecodeNodeHello(body)
 	if err != nil {
+		if len(body) >= 2 && h.Version != wire.NodeVersion {
+			c.sendError(0, wire.CodeUnsupportedVersion, fmt.Sprintf("node protocol %d, this node speaks %d", h.Version, wire.NodeVersion))
+			return
+		}
 		c.sendError(0, wire.CodeProtocolError, err.Error())
 		return
 	}
@@ -58,15 +65,51 @@ func (l *loop) nodeHello(c *conn, body []byte) {
 		c.sendError(0, wire.CodeUnauthenticated, "node connections need a cluster secret on this server")
 		return
 	}
-	if secret != "" && !hmac.Equal(h.Proof, wire.NodeProof(secret, h.Name)) {
-		c.sendError(0, wire.CodeUnauthenticated, "bad node proof")
+	var nonce [wire.NodeNonceLen]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		c.sendError(0, wire.CodeInternal, "no randomness for the node handshake")
 		return
 	}
-	c.hello = true
-	c.peer = &peerConn{name: h.Name, feeds: make(map[uint64]*feed)}
+	a := wire.AcceptNodeHello(secret, srv.opts.ServerName, h, nonce)
+	if a == nil {
+		c.sendError(0, wire.CodeUnauthenticated, "NODE_HELLO carries this node's own name or nonce (a reflected handshake)")
+		return
+	}
+	c.nodeAccept = a
 	s, k := c.ownStart()
-	c.scratch = wire.AppendNodeWelcome(c.scratch, srv.opts.ServerName)
+	c.scratch = a.AppendChallenge(c.scratch)
 	c.ownEnd(s, k)
+}
+
+// nodeProof handles the frame after NODE_CHALLENGE, which must be
+// NODE_PROOF: on a good proof it answers NODE_WELCOME, the last plaintext
+// frame, and from then on the connection is a sealed peer connection.
+func (l *loop) nodeProof(c *conn, h wire.Header, body []byte) {
+	if h.Type != wire.TypeNodeProof {
+		c.sendError(0, wire.CodeProtocolError, fmt.Sprintf("%v during the node handshake, want NODE_PROOF", h.Type))
+		return
+	}
+	a := c.nodeAccept
+	s, k := c.ownStart()
+	var sess *wire.NodeSession
+	var err error
+	c.scratch, sess, err = a.Finish(c.scratch, body)
+	if err != nil {
+		code := wire.CodeUnauthenticated
+		if !errors.Is(err, wire.ErrNodeAuth) {
+			code = wire.CodeProtocolError
+		}
+		l.srv.log.Warn("node connection refused", "peer", a.Hello().Name, "remote", c.gc.RemoteAddr(), "err", err)
+		c.sendError(0, code, "bad node proof")
+		return
+	}
+	c.ownEnd(s, k)
+	c.nodeAccept = nil
+	c.hello = true
+	c.peer = &peerConn{name: sess.Peer, feeds: make(map[uint64]*feed)}
+	// NODE_WELCOME goes out in the clear; everything after it is sealed.
+	c.flush()
+	c.ns = newNodeSeal(sess)
 }
 
 // peerFrame handles one frame from a peer node.

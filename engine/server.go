@@ -161,6 +161,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	go s.ticker()
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
+	if plainLinksBuild && opts.Cluster != nil {
+		s.log.Warn("this binary was built with -tags sluice_plainlinks: node links are authenticated but NOT encrypted or integrity-protected; for benchmarks only")
+	}
 	s.warnExposure()
 	return s, nil
 }
@@ -411,7 +414,8 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		l := s.loopOf(gc.EventLoop())
 		c := l.open(gc)
 		s.conns.Add(1)
-		c.hello, c.link = true, lk
+		// The record layer first: Attach may queue output at once.
+		c.hello, c.link, c.ns = true, lk, newNodeSeal(lk.Session())
 		if !lk.Attach(linkConn{c}) {
 			c.closing = true
 			return nil, gnet.Close

@@ -23,30 +23,22 @@ const (
 	TypeNodeFeed     Type = 0x46 // acceptor -> dialer, id 0
 	TypeNodeRead     Type = 0x47 // dialer -> acceptor, id 0
 	TypeNodeUnread   Type = 0x48 // dialer -> acceptor, id 0
+
+	// The handshake's second and third flights and the sealed record
+	// that carries every frame after it (nodeauth.go, seal.go).
+	TypeNodeChallenge Type = 0x4D // acceptor -> dialer, answer to NODE_HELLO
+	TypeNodeProof     Type = 0x4E // dialer -> acceptor, answer to NODE_CHALLENGE
+	TypeNodeSealed    Type = 0x4F // both directions after NODE_WELCOME, id = record sequence (low 32 bits)
 )
 
 // IsNode reports whether t is a node-to-node frame type defined here.
-func (t Type) IsNode() bool { return t >= TypeNodeHello && t <= TypeNodeUnread }
+func (t Type) IsNode() bool {
+	return t >= TypeNodeHello && t <= TypeNodeSealed && nodeTypeNames[t-TypeNodeHello] != ""
+}
 
 var nodeTypeNames = [...]string{"NODE_HELLO", "NODE_WELCOME", "NODE_REQUEST", "NODE_RESPONSE",
-	"NODE_APPEND", "NODE_APPENDED", "NODE_FEED", "NODE_READ", "NODE_UNREAD"}
-
-// NodeVersion is the node-to-node protocol version in NODE_HELLO.
-const NodeVersion uint16 = 1
-
-// NodeProofLen is the length of the NODE_HELLO proof when the cluster has
-// a secret (an HMAC-SHA256).
-const NodeProofLen = 32
-
-// NodeHello is the body of NODE_HELLO:
-//
-//	u16 version, str8 name, str8 client address, u8 proofLen (0 or 32), proof
-type NodeHello struct {
-	Version    uint16
-	Name       string // the dialing node's name
-	ClientAddr string // the dialing node's client address
-	Proof      []byte // HMAC-SHA256(secret, "sluice-node\x00"+name) or empty
-}
+	"NODE_APPEND", "NODE_APPENDED", "NODE_FEED", "NODE_READ", "NODE_UNREAD", "", "", "", "",
+	"NODE_CHALLENGE", "NODE_PROOF", "NODE_SEALED"}
 
 func appendStr8(dst []byte, t Type, field, s string) []byte {
 	mustFit(t, field, len(s), math.MaxUint8)
@@ -57,50 +49,6 @@ func appendStr8(dst []byte, t Type, field, s string) []byte {
 func (d *decoder) str8(field string) string {
 	n := int(d.u8(field))
 	return string(d.bytes(n, field))
-}
-
-// AppendNodeHello appends a whole NODE_HELLO frame.
-func AppendNodeHello(dst []byte, h NodeHello) []byte {
-	mustFit(TypeNodeHello, "proof length", len(h.Proof), NodeProofLen)
-	n := 2 + 1 + len(h.Name) + 1 + len(h.ClientAddr) + 1 + len(h.Proof)
-	dst = AppendHeader(dst, TypeNodeHello, 0, 0, n)
-	dst = binary.BigEndian.AppendUint16(dst, h.Version)
-	dst = appendStr8(dst, TypeNodeHello, "name", h.Name)
-	dst = appendStr8(dst, TypeNodeHello, "client address", h.ClientAddr)
-	dst = append(dst, byte(len(h.Proof)))
-	return append(dst, h.Proof...)
-}
-
-// DecodeNodeHello decodes a NODE_HELLO body; Proof aliases body.
-func DecodeNodeHello(body []byte) (NodeHello, error) {
-	d := decoder{b: body, frame: TypeNodeHello}
-	var h NodeHello
-	h.Version = d.u16("version")
-	h.Name = d.str8("name")
-	h.ClientAddr = d.str8("client address")
-	if n := int(d.u8("proof length")); n != 0 && n != NodeProofLen {
-		d.failf("proof length %d is neither 0 nor %d", n, NodeProofLen)
-	} else {
-		h.Proof = d.bytes(n, "proof")
-	}
-	if d.err == nil && h.Name == "" {
-		d.failf("empty node name")
-	}
-	return h, d.exact()
-}
-
-// AppendNodeWelcome appends a NODE_WELCOME frame: str8 name of the
-// accepting node.
-func AppendNodeWelcome(dst []byte, name string) []byte {
-	dst = AppendHeader(dst, TypeNodeWelcome, 0, 0, 1+len(name))
-	return appendStr8(dst, TypeNodeWelcome, "name", name)
-}
-
-// DecodeNodeWelcome decodes a NODE_WELCOME body.
-func DecodeNodeWelcome(body []byte) (string, error) {
-	d := decoder{b: body, frame: TypeNodeWelcome}
-	name := d.str8("name")
-	return name, d.exact()
 }
 
 // NodeOp is the operation of a NODE_REQUEST (its first body byte).

@@ -113,7 +113,7 @@ func FuzzNodeFrames(f *testing.F) {
 			}
 			rest = rest[n:]
 		}
-		for ty := wire.TypeNodeHello; ty <= wire.TypeNodeUnread; ty++ {
+		for _, ty := range nodeFrameTypes {
 			checkNodeFrame(t, ty, 7, data)
 		}
 	})
@@ -130,15 +130,28 @@ func checkNodeFrame(t *testing.T, ty wire.Type, id uint32, body []byte) {
 	case wire.TypeNodeHello:
 		var v wire.NodeHello
 		if v, err = wire.DecodeNodeHello(body); err == nil {
-			if v.Name == "" || len(v.Proof) != 0 && len(v.Proof) != wire.NodeProofLen {
+			if v.Name == "" {
 				t.Fatalf("NODE_HELLO accepted %+v", v)
 			}
 			re, id = wire.AppendNodeHello(nil, v), 0
 		}
+	case wire.TypeNodeChallenge:
+		var v wire.NodeChallenge
+		if v, err = wire.DecodeNodeChallenge(body); err == nil {
+			if v.Name == "" {
+				t.Fatalf("NODE_CHALLENGE accepted %+v", v)
+			}
+			re, id = wire.AppendNodeChallenge(nil, v), 0
+		}
+	case wire.TypeNodeProof:
+		var p [wire.NodeProofLen]byte
+		if p, err = wire.DecodeNodeProof(body); err == nil {
+			re, id = wire.AppendNodeProof(nil, p), 0
+		}
 	case wire.TypeNodeWelcome:
-		var name string
-		if name, err = wire.DecodeNodeWelcome(body); err == nil {
-			re, id = wire.AppendNodeWelcome(nil, name), 0
+		var p [wire.NodeProofLen]byte
+		if p, err = wire.DecodeNodeWelcome(body); err == nil {
+			re, id = wire.AppendNodeWelcome(nil, p), 0
 		}
 	case wire.TypeNodeRequest:
 		var op wire.NodeOp

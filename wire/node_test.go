@@ -2,8 +2,6 @@ package wire_test
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,8 +22,12 @@ type (
 	nodeHelloV struct {
 		Version          uint16
 		Name, ClientAddr string
-		Proof            string
+		Nonce            string
 	}
+	nodeChallengeV struct {
+		Name, Nonce string
+	}
+	nodeProofV   string
 	nodeWelcomeV string
 	nodeRequestV struct {
 		Op   wire.NodeOp
@@ -74,10 +76,16 @@ func decodeNode(h wire.Header, body []byte) (any, error) {
 	switch h.Type {
 	case wire.TypeNodeHello:
 		v, err := wire.DecodeNodeHello(body)
-		return nodeHelloV{v.Version, v.Name, v.ClientAddr, string(v.Proof)}, err
+		return nodeHelloV{v.Version, v.Name, v.ClientAddr, string(v.Nonce[:])}, err
+	case wire.TypeNodeChallenge:
+		v, err := wire.DecodeNodeChallenge(body)
+		return nodeChallengeV{v.Name, string(v.Nonce[:])}, err
+	case wire.TypeNodeProof:
+		v, err := wire.DecodeNodeProof(body)
+		return nodeProofV(v[:]), err
 	case wire.TypeNodeWelcome:
 		v, err := wire.DecodeNodeWelcome(body)
-		return nodeWelcomeV(v), err
+		return nodeWelcomeV(v[:]), err
 	case wire.TypeNodeRequest:
 		op, b, err := wire.DecodeNodeRequest(body)
 		return nodeRequestV{op, string(b)}, err
@@ -150,6 +158,20 @@ func nodeFeedFrame(dst []byte, f wire.NodeFeed, stamps []int64, payloads ...stri
 	return dst
 }
 
+// Example nonces and proof of the handshake frames.
+var (
+	nonceD = seq32(0xd0) // the dialer's: d0 d1 .. ef
+	nonceA = seq32(0xa0) // the acceptor's: a0 a1 .. bf
+	proofX = [32]byte{0: 0x5a, 31: 0xa5}
+)
+
+func seq32(first byte) (b [32]byte) {
+	for i := range b {
+		b[i] = first + byte(i)
+	}
+	return b
+}
+
 // Example values of the golden vectors.
 const (
 	goldenSecret = "cluster-secret"
@@ -157,12 +179,11 @@ const (
 	stamp1       = stamp0 + 500000     // half a millisecond later
 )
 
-// nodeProof computes the NODE_HELLO proof as PROTOCOL.md 9.1 defines it.
-func nodeProof(secret, name string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("sluice-node\x00" + name))
-	return m.Sum(nil)
-}
+// nodeFrameTypes are the node frames with a decoder (NODE_SEALED is a
+// record, tested in seal_test.go).
+var nodeFrameTypes = []wire.Type{wire.TypeNodeHello, wire.TypeNodeWelcome, wire.TypeNodeRequest, wire.TypeNodeResponse,
+	wire.TypeNodeAppend, wire.TypeNodeAppended, wire.TypeNodeFeed, wire.TypeNodeRead, wire.TypeNodeUnread,
+	wire.TypeNodeChallenge, wire.TypeNodeProof}
 
 // opBody builds an op body with NodeEnc.
 func opBody(fill func(e *wire.NodeEnc)) []byte {
@@ -181,42 +202,21 @@ type nodeCase struct {
 }
 
 func nodeCases() []nodeCase {
-	proof := nodeProof(goldenSecret, "node-b")
 	grantReq := opBody(func(e *wire.NodeEnc) { e.Str8("prices.eu"); e.U64(1000) })
 	sealRes := opBody(func(e *wire.NodeEnc) { e.U64(1010) })
 	return []nodeCase{
-		{"node_hello", wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "node-b", ClientAddr: "10.0.0.2:4222", Proof: proof}),
-			msg{hdr(wire.TypeNodeHello, 0, 0, 56), nodeHelloV{1, "node-b", "10.0.0.2:4222", string(proof)}}, `
-# NODE_HELLO from node "node-b" (client address 10.0.0.2:4222), cluster secret "cluster-secret"
-# -- header --
-00 00 00 38                 # body length 56 = 2 + (1+6) + (1+13) + (1+32)
-40                          # type NODE_HELLO
-00                          # flags none
-00 00 00 00                 # id 0
-# -- body --
-00 01                       # version 1
-06                          # nameLen 6
-6e 6f 64 65 2d 62           # name "node-b"
-0d                          # clientAddrLen 13
-31 30 2e 30 2e 30 2e 32 3a 34 32 32 32   # client address "10.0.0.2:4222"
-20                          # proofLen 32
-a9 05 1e a5 b9 b1 99 95 cd 08 c0 bb f5 5a 9c ac   # proof = HMAC-SHA256(key "cluster-secret",
-bc a7 54 a1 06 21 1f c9 04 7b 73 0c 71 2b ac af   #   message "sluice-node" 00 "node-b")
-`},
-		{"node_hello_nosecret", wire.AppendNodeHello(nil, wire.NodeHello{Version: 1, Name: "n", ClientAddr: ""}),
-			msg{hdr(wire.TypeNodeHello, 0, 0, 6), nodeHelloV{1, "n", "", ""}}, ""},
-		{"node_welcome", wire.AppendNodeWelcome(nil, "node-a"),
-			msg{hdr(wire.TypeNodeWelcome, 0, 0, 7), nodeWelcomeV("node-a")}, `
-# NODE_WELCOME from node "node-a"
-# -- header --
-00 00 00 07                 # body length 7
-41                          # type NODE_WELCOME
-00                          # flags none
-00 00 00 00                 # id 0
-# -- body --
-06                          # nameLen 6
-6e 6f 64 65 2d 61           # name "node-a"
-`},
+		// The handshake frames' golden vectors are the files of
+		// testdata/node_handshake (node_handshake_test.go).
+		{"node_hello", wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "node-b", ClientAddr: "10.0.0.2:4222", Nonce: nonceD}),
+			msg{hdr(wire.TypeNodeHello, 0, 0, 55), nodeHelloV{2, "node-b", "10.0.0.2:4222", string(nonceD[:])}}, ""},
+		{"node_hello_noaddr", wire.AppendNodeHello(nil, wire.NodeHello{Version: 2, Name: "n", ClientAddr: ""}),
+			msg{hdr(wire.TypeNodeHello, 0, 0, 37), nodeHelloV{2, "n", "", string(make([]byte, 32))}}, ""},
+		{"node_challenge", wire.AppendNodeChallenge(nil, wire.NodeChallenge{Name: "node-a", Nonce: nonceA}),
+			msg{hdr(wire.TypeNodeChallenge, 0, 0, 39), nodeChallengeV{"node-a", string(nonceA[:])}}, ""},
+		{"node_proof", wire.AppendNodeProof(nil, proofX),
+			msg{hdr(wire.TypeNodeProof, 0, 0, 32), nodeProofV(proofX[:])}, ""},
+		{"node_welcome", wire.AppendNodeWelcome(nil, proofX),
+			msg{hdr(wire.TypeNodeWelcome, 0, 0, 32), nodeWelcomeV(proofX[:])}, ""},
 		{"node_request", wire.AppendNodeRequest(nil, 5, wire.OpWriteGrant, grantReq),
 			msg{hdr(wire.TypeNodeRequest, 0, 5, 19), nodeRequestV{wire.OpWriteGrant, string(grantReq)}}, `
 # NODE_REQUEST 5: WRITE_GRANT for channel "prices.eu" after streamlet 1000
@@ -388,7 +388,7 @@ func TestNodeRoundTrip(t *testing.T) {
 			covered[h.Type] = true
 		})
 	}
-	for ty := wire.TypeNodeHello; ty <= wire.TypeNodeUnread; ty++ {
+	for _, ty := range nodeFrameTypes {
 		if !covered[ty] {
 			t.Errorf("no round-trip case for %v", ty)
 		}
@@ -419,25 +419,10 @@ func TestNodeGolden(t *testing.T) {
 			covered[h.Type] = true
 		})
 	}
-	for ty := wire.TypeNodeHello; ty <= wire.TypeNodeUnread; ty++ {
-		if !covered[ty] {
+	for _, ty := range nodeFrameTypes {
+		if !covered[ty] && ty != wire.TypeNodeHello && ty != wire.TypeNodeChallenge && ty != wire.TypeNodeProof && ty != wire.TypeNodeWelcome {
 			t.Errorf("no golden vector for %v", ty)
 		}
-	}
-}
-
-// TestNodeGoldenProof: the proof in the NODE_HELLO vector is the HMAC that
-// PROTOCOL.md 9.1 defines, and it depends on the secret and the name.
-func TestNodeGoldenProof(t *testing.T) {
-	h, err := wire.DecodeNodeHello(parseHex(t, nodeCases()[0].golden)[wire.HeaderLen:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hmac.Equal(h.Proof, nodeProof(goldenSecret, h.Name)) || len(h.Proof) != wire.NodeProofLen {
-		t.Fatalf("proof % x is not HMAC-SHA256(%q, \"sluice-node\\x00%s\")", h.Proof, goldenSecret, h.Name)
-	}
-	if hmac.Equal(h.Proof, nodeProof(goldenSecret, "node-c")) || hmac.Equal(h.Proof, nodeProof("other", h.Name)) {
-		t.Fatal("proof does not depend on the name and the secret")
 	}
 }
 
@@ -470,15 +455,17 @@ func TestNodeStreamSplit(t *testing.T) {
 func TestNodeAppendKeepsPrefix(t *testing.T) {
 	prefix := []byte("prefix")
 	for name, enc := range map[string]func([]byte) []byte{
-		"hello":    func(d []byte) []byte { return wire.AppendNodeHello(d, wire.NodeHello{Version: 1, Name: "n"}) },
-		"welcome":  func(d []byte) []byte { return wire.AppendNodeWelcome(d, "n") },
-		"request":  func(d []byte) []byte { return wire.AppendNodeRequest(d, 1, wire.OpFree, u64(3)) },
-		"response": func(d []byte) []byte { return wire.AppendNodeResponse(d, 1, wire.NodeFailed, nil, "x") },
-		"append":   func(d []byte) []byte { return nodeAppendFrame(d, 1, 2, 3, "p") },
-		"appended": func(d []byte) []byte { return wire.AppendNodeAppended(d, 1, wire.NodeAppended{Done: 1, First: 1}) },
-		"feed":     func(d []byte) []byte { return nodeFeedFrame(d, wire.NodeFeed{Streamlet: 1}, []int64{1}, "p") },
-		"read":     func(d []byte) []byte { return wire.AppendNodeRead(d, 1, 2) },
-		"unread":   func(d []byte) []byte { return wire.AppendNodeUnread(d, 1) },
+		"hello":     func(d []byte) []byte { return wire.AppendNodeHello(d, wire.NodeHello{Version: 2, Name: "n"}) },
+		"challenge": func(d []byte) []byte { return wire.AppendNodeChallenge(d, wire.NodeChallenge{Name: "n"}) },
+		"proof":     func(d []byte) []byte { return wire.AppendNodeProof(d, proofX) },
+		"welcome":   func(d []byte) []byte { return wire.AppendNodeWelcome(d, proofX) },
+		"request":   func(d []byte) []byte { return wire.AppendNodeRequest(d, 1, wire.OpFree, u64(3)) },
+		"response":  func(d []byte) []byte { return wire.AppendNodeResponse(d, 1, wire.NodeFailed, nil, "x") },
+		"append":    func(d []byte) []byte { return nodeAppendFrame(d, 1, 2, 3, "p") },
+		"appended":  func(d []byte) []byte { return wire.AppendNodeAppended(d, 1, wire.NodeAppended{Done: 1, First: 1}) },
+		"feed":      func(d []byte) []byte { return nodeFeedFrame(d, wire.NodeFeed{Streamlet: 1}, []int64{1}, "p") },
+		"read":      func(d []byte) []byte { return wire.AppendNodeRead(d, 1, 2) },
+		"unread":    func(d []byte) []byte { return wire.AppendNodeUnread(d, 1) },
 	} {
 		got := enc(bytes.Clone(prefix))
 		want := append(bytes.Clone(prefix), enc(nil)...)
@@ -562,18 +549,25 @@ func nodeMalformedCases() []nodeMalformedCase {
 		{"HELLO/empty", wire.TypeNodeHello, nil, "version"},
 		{"HELLO/truncated version", wire.TypeNodeHello, u8(0), "version"},
 		{"HELLO/name overruns", wire.TypeNodeHello, cat(u16(1), u8(9), str("ab")), "name"},
-		{"HELLO/empty name", wire.TypeNodeHello, cat(helloHead(""), u8(0), u8(0)), "empty node name"},
+		{"HELLO/empty name", wire.TypeNodeHello, cat(helloHead(""), u8(0), make([]byte, 32)), "empty node name"},
 		{"HELLO/missing client address", wire.TypeNodeHello, helloHead("n"), "client address"},
-		{"HELLO/missing proof length", wire.TypeNodeHello, cat(helloHead("n"), u8(0)), "proof length"},
-		{"HELLO/proof length 16", wire.TypeNodeHello, cat(helloHead("n"), u8(0), u8(16), make([]byte, 16)), "proof length 16"},
-		{"HELLO/proof length 33", wire.TypeNodeHello, cat(helloHead("n"), u8(0), u8(33), make([]byte, 33)), "proof length 33"},
-		{"HELLO/proof length 1", wire.TypeNodeHello, cat(helloHead("n"), u8(0), u8(1), u8(0)), "proof length 1"},
-		{"HELLO/proof overruns", wire.TypeNodeHello, cat(helloHead("n"), u8(0), u8(32), make([]byte, 31)), "proof"},
-		{"HELLO/trailing", wire.TypeNodeHello, cat(helloHead("n"), u8(0), u8(0), u8(0)), "trailing"},
+		{"HELLO/missing nonce", wire.TypeNodeHello, cat(helloHead("n"), u8(0)), "nonce at offset 5 needs 32 bytes"},
+		{"HELLO/short nonce", wire.TypeNodeHello, cat(helloHead("n"), u8(0), make([]byte, 31)), "nonce at offset 5 needs 32 bytes"},
+		{"HELLO/trailing", wire.TypeNodeHello, cat(helloHead("n"), u8(0), make([]byte, 33)), "trailing"},
 
-		{"WELCOME/empty", wire.TypeNodeWelcome, nil, "name"},
-		{"WELCOME/name overruns", wire.TypeNodeWelcome, cat(u8(3), str("ab")), "name"},
-		{"WELCOME/trailing", wire.TypeNodeWelcome, cat(u8(1), str("ab")), "trailing"},
+		{"CHALLENGE/empty", wire.TypeNodeChallenge, nil, "name"},
+		{"CHALLENGE/empty name", wire.TypeNodeChallenge, cat(u8(0), make([]byte, 32)), "empty node name"},
+		{"CHALLENGE/name overruns", wire.TypeNodeChallenge, cat(u8(3), str("ab")), "name"},
+		{"CHALLENGE/short nonce", wire.TypeNodeChallenge, cat(u8(1), str("a"), make([]byte, 30)), "nonce at offset 2"},
+		{"CHALLENGE/trailing", wire.TypeNodeChallenge, cat(u8(1), str("a"), make([]byte, 33)), "trailing"},
+
+		{"PROOF/empty", wire.TypeNodeProof, nil, "proof at offset 0 needs 32"},
+		{"PROOF/short", wire.TypeNodeProof, make([]byte, 31), "proof at offset 0 needs 32"},
+		{"PROOF/trailing", wire.TypeNodeProof, make([]byte, 33), "trailing"},
+
+		{"WELCOME/empty", wire.TypeNodeWelcome, nil, "proof"},
+		{"WELCOME/short", wire.TypeNodeWelcome, make([]byte, 16), "proof"},
+		{"WELCOME/trailing", wire.TypeNodeWelcome, make([]byte, 33), "trailing"},
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
@@ -704,9 +698,6 @@ func TestNodeDecodersCapSlices(t *testing.T) {
 		_, body, _, _ := wire.Split(tc.frame, testMaxBody)
 		var parts [][]byte
 		switch tc.want.H.Type {
-		case wire.TypeNodeHello:
-			h, _ := wire.DecodeNodeHello(body)
-			parts = append(parts, h.Proof)
 		case wire.TypeNodeRequest:
 			_, rest, _ := wire.DecodeNodeRequest(body)
 			parts = append(parts, rest)
@@ -732,9 +723,13 @@ func TestNodeTypes(t *testing.T) {
 	names := map[wire.Type]string{
 		0x40: "NODE_HELLO", 0x41: "NODE_WELCOME", 0x42: "NODE_REQUEST", 0x43: "NODE_RESPONSE", 0x44: "NODE_APPEND",
 		0x45: "NODE_APPENDED", 0x46: "NODE_FEED", 0x47: "NODE_READ", 0x48: "NODE_UNREAD",
+		0x4D: "NODE_CHALLENGE", 0x4E: "NODE_PROOF", 0x4F: "NODE_SEALED",
 	}
 	consts := []wire.Type{wire.TypeNodeHello, wire.TypeNodeWelcome, wire.TypeNodeRequest, wire.TypeNodeResponse,
 		wire.TypeNodeAppend, wire.TypeNodeAppended, wire.TypeNodeFeed, wire.TypeNodeRead, wire.TypeNodeUnread}
+	if wire.TypeNodeChallenge != 0x4D || wire.TypeNodeProof != 0x4E || wire.TypeNodeSealed != 0x4F {
+		t.Error("handshake and record types moved")
+	}
 	for i, ty := range consts {
 		if ty != wire.Type(0x40+i) {
 			t.Errorf("%v = 0x%02X, want 0x%02X", ty, uint8(ty), 0x40+i)
@@ -764,10 +759,9 @@ func TestNodeTypes(t *testing.T) {
 func TestNodeEncoderPanics(t *testing.T) {
 	long := strings.Repeat("n", 256)
 	for name, fn := range map[string]func(){
-		"hello proof 33":      func() { wire.AppendNodeHello(nil, wire.NodeHello{Name: "n", Proof: make([]byte, 33)}) },
 		"hello name 256":      func() { wire.AppendNodeHello(nil, wire.NodeHello{Name: long}) },
 		"hello address 256":   func() { wire.AppendNodeHello(nil, wire.NodeHello{Name: "n", ClientAddr: long}) },
-		"welcome name 256":    func() { wire.AppendNodeWelcome(nil, long) },
+		"challenge name 256":  func() { wire.AppendNodeChallenge(nil, wire.NodeChallenge{Name: long}) },
 		"NodeEnc.Str8 256":    func() { new(wire.NodeEnc).Str8(long) },
 		"feed header len < 0": func() { wire.AppendNodeFeedHeader(nil, wire.NodeFeed{}, nil, -wire.NodeFeedPrefixLen-1) },
 	} {
@@ -781,7 +775,7 @@ func TestNodeEncoderPanics(t *testing.T) {
 		})
 	}
 	// The largest values that fit do not panic.
-	f := wire.AppendNodeHello(nil, wire.NodeHello{Name: long[:255], ClientAddr: long[:255], Proof: make([]byte, 32)})
+	f := wire.AppendNodeHello(nil, wire.NodeHello{Name: long[:255], ClientAddr: long[:255]})
 	if _, err := wire.DecodeNodeHello(f[wire.HeaderLen:]); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ type Probe struct {
 	name    string
 	broken  bool // the last call failed: redial before the next
 	conn    net.Conn
+	sc      *wire.SealedConn // conn's record layer after the handshake
 	r       *wire.Reader
 	id      uint32
 	buf     []byte
@@ -39,16 +40,13 @@ func DialProbe(addr, node, name string, timeout time.Duration) (*Probe, error) {
 		return nil, fmt.Errorf("%w: dial %s: %v", ErrProbe, addr, err)
 	}
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	r, got, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: name})
-	if err == nil && got != node {
-		err = fmt.Errorf("is node %q", got)
-	}
+	sess, err := wire.NodeHandshake(c, wire.NodeDial{Name: name, Expect: node})
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrProbe, node, err)
 	}
-	p := &Probe{node: node, addr: addr, name: name, conn: c, r: r, timeout: timeout}
-	p.r.SetMaxBody(probeMaxBody)
+	sc := sess.Conn(c)
+	p := &Probe{node: node, addr: addr, name: name, conn: c, sc: sc, r: wire.NewReader(sc, probeMaxBody), timeout: timeout}
 	return p, nil
 }
 
@@ -78,7 +76,7 @@ func (p *Probe) roundTrip(op wire.NodeOp, body []byte) ([]byte, error) {
 	}
 	_ = p.conn.SetDeadline(time.Now().Add(p.timeout))
 	p.buf = wire.AppendNodeRequest(p.buf[:0], p.id, op, body)
-	if _, err := p.conn.Write(p.buf); err != nil {
+	if _, err := p.sc.Write(p.buf); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v: %v", ErrProbe, p.node, op, err)
 	}
 	for {

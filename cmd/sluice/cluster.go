@@ -219,8 +219,9 @@ func runClusterStatus(ctx context.Context, std stdio, args []string) int {
 func cliNodeName() string { return "sluice-cli-" + strconv.Itoa(os.Getpid()) }
 
 // fetchStatus asks the node at addr (its client address) for its status
-// document over the node protocol: NODE_HELLO, NODE_WELCOME, then one
-// NODE_REQUEST STATUS. The whole exchange is bounded by timeout and ctx.
+// document over the node protocol: the node handshake (NODE_HELLO,
+// NODE_CHALLENGE, NODE_PROOF, NODE_WELCOME), then one sealed NODE_REQUEST
+// STATUS. The whole exchange is bounded by timeout and ctx.
 func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -242,9 +243,12 @@ func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration
 		return fmt.Errorf("talking to %s: %w", addr, err)
 	}
 	name := cliNodeName()
-	r, _, err := wire.NodeHandshake(c, wire.NodeHello{Version: wire.NodeVersion, Name: name, Proof: wire.NodeProof(secret, name)})
+	sess, err := wire.NodeHandshake(c, wire.NodeDial{Name: name, Secret: secret})
 	if e, ok := errors.AsType[wire.Error](err); ok {
 		return nil, refusal(addr, secret, e)
+	}
+	if errors.Is(err, wire.ErrNodeAuth) {
+		return nil, fmt.Errorf("%w: %s did not prove that it knows the cluster secret: %v", errNodeRefused, addr, err)
 	}
 	if errors.Is(err, wire.ErrMalformed) {
 		return nil, fmt.Errorf("%w: %s: bad answer to NODE_HELLO: %v", errStatusFailed, addr, err)
@@ -252,10 +256,11 @@ func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration
 	if err != nil {
 		return nil, ioErr(err)
 	}
-	if _, err := c.Write(wire.AppendNodeRequest(nil, 1, wire.OpStatus, nil)); err != nil {
+	sc := sess.Conn(c)
+	if _, err := sc.Write(wire.AppendNodeRequest(nil, 1, wire.OpStatus, nil)); err != nil {
 		return nil, ioErr(err)
 	}
-	r.SetMaxBody(statusMaxBody)
+	r := wire.NewReader(sc, statusMaxBody)
 	for {
 		h, body, err := r.Next()
 		if err != nil {
