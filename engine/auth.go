@@ -109,6 +109,10 @@ func compilePattern(s string) (pattern, error) {
 }
 
 // match reports whether channel name matches p. It does not allocate.
+// A wildcard never matches an empty token: "*" is exactly one non-empty
+// token and ">" one or more non-empty tokens, so "a.*" does not match
+// "a." and "a.>" does not match "a." or "a.b." (channel names may have
+// empty tokens; a permission on a prefix's children is not one on those).
 func (p *pattern) match(name []byte) bool {
 	pos := 0 // start of the next token; len(name)+1 once none is left
 	for _, t := range p.toks {
@@ -121,12 +125,22 @@ func (p *pattern) match(name []byte) bool {
 		} else {
 			tok, pos = name[pos:], len(name)+1
 		}
-		if t != "*" && string(tok) != t {
+		if t == "*" {
+			if len(tok) == 0 {
+				return false
+			}
+		} else if string(tok) != t {
 			return false
 		}
 	}
 	if p.tail {
-		return pos <= len(name)
+		if pos > len(name) {
+			return false
+		}
+		// Every remaining token is non-empty: no leading, trailing or
+		// doubled dot in name[pos:].
+		rest := name[pos:]
+		return len(rest) > 0 && rest[0] != '.' && rest[len(rest)-1] != '.' && !bytes.Contains(rest, []byte(".."))
 	}
 	return pos == len(name)+1
 }

@@ -6,14 +6,22 @@ import (
 )
 
 // naiveMatch is the reference for pattern.match: split both on dots and
-// compare token by token.
+// compare token by token; a wildcard takes only non-empty tokens.
 func naiveMatch(pat, name string) bool {
 	pt, nt := strings.Split(pat, "."), strings.Split(name, ".")
 	for i, p := range pt {
 		if p == ">" {
-			return i == len(pt)-1 && len(nt) > i
+			if i != len(pt)-1 || len(nt) <= i {
+				return false
+			}
+			for _, t := range nt[i:] {
+				if t == "" {
+					return false
+				}
+			}
+			return true
 		}
-		if i >= len(nt) || (p != "*" && p != nt[i]) {
+		if i >= len(nt) || (p != "*" && p != nt[i]) || (p == "*" && nt[i] == "") {
 			return false
 		}
 	}
@@ -25,7 +33,7 @@ func naiveMatch(pat, name string) bool {
 func FuzzPatternMatch(f *testing.F) {
 	for _, s := range [][2]string{
 		{"chat.*", "chat.eu"}, {"metrics.>", "metrics.cpu.host"}, {">", "a"}, {"a.*.c", "a.b.c"},
-		{"*.>", "x"}, {"a.b", "a.b."}, {"a.>", "a."}, {"*", ""},
+		{"*.>", "x"}, {"a.b", "a.b."}, {"a.>", "a."}, {"*", ""}, {"a.*", "a."}, {"a.>", "a.b..c"}, {"*.b", ".b"},
 	} {
 		f.Add(s[0], s[1])
 	}

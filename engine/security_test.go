@@ -421,6 +421,19 @@ func TestPatternMatch(t *testing.T) {
 		{"a.b", "a", false},
 		{"*.>", "x.y", true},
 		{"*.>", "x", false},
+		// A wildcard never takes an empty token (issue 14: "a.*"
+		// matched "a.").
+		{"a.*", "a.", false},
+		{"a.*", "a.b", true},
+		{"*.b", ".b", false},
+		{"a.*.c", "a..c", false},
+		{"a.>", "a.", false},
+		{"a.>", "a.b.", false},
+		{"a.>", "a..b", false},
+		{"a.>", "a.b.c", true},
+		{">", ".", false},
+		{">", "a..b", false},
+		{"a.b", "a.b.", false},
 	}
 	for _, tc := range cases {
 		p, err := compilePattern(tc.pat)
