@@ -37,6 +37,7 @@ type conn struct {
 	// lingerEnd (unix ns; loop.closeGracefully).
 	halfClosed bool
 	lingerEnd  int64
+	refused    bool // refused at open and counted in Server.lingering
 	dirty      bool // in l.dirty
 
 	subs map[uint32]*sub

@@ -62,3 +62,48 @@ func TestLingeringConnectionIsClosed(t *testing.T) {
 	c.write(make([]byte, 1<<20)) // dropped by the server
 	eventually(t, waitFor, "the lingering connection closed", func() bool { return s.conns.Load() == 0 })
 }
+
+// TestRefusalAtOpenLingers: a connection refused as it is accepted
+// (TOO_MANY_CONNECTIONS, over MaxConns or MaxConnsPerAddr) by a client
+// that sends its HELLO and more at once still reads the ERROR, with id 0,
+// and then an orderly end of stream: the refusal lingers like every other
+// fatal ERROR instead of closing with the HELLO unread (a reset).
+func TestRefusalAtOpenLingers(t *testing.T) {
+	for name, mutate := range map[string]func(*Options){
+		"max_conns":          func(o *Options) { o.MaxConns = 1 },
+		"max_conns_per_addr": func(o *Options) { o.MaxConnsPerAddr = 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := startTest(t, mutate)
+			helloRaw(t, s.Addr()) // takes the one place
+			for round := 0; round < 20; round++ {
+				c := dialRaw(t, s.Addr())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					_ = c.nc.SetWriteDeadline(time.Now().Add(waitFor))
+					if c.writeErr(wire.AppendHello(nil, 1, wire.Hello{MinVersion: 1, MaxVersion: 1, Name: "late"})) != nil {
+						return
+					}
+					junk := wire.AppendPublish(nil, 2, 0, "x", make([]byte, 32<<10))
+					for i := 0; i < 64; i++ {
+						if _, err := c.nc.Write(junk); err != nil {
+							return
+						}
+					}
+				}()
+				h, body, err := c.tryNext(waitFor)
+				if err != nil {
+					t.Fatalf("round %d: reading the refusal: %v", round, err)
+				}
+				expectCode(t, h, body, wire.CodeTooManyConnections, 0)
+				if _, _, err := c.tryNext(waitFor); !errors.Is(err, io.EOF) {
+					t.Fatalf("round %d: after the ERROR: %v, want EOF", round, err)
+				}
+				c.nc.Close()
+				<-done
+			}
+			eventually(t, waitFor, "the refused connections closed", func() bool { return s.conns.Load() == 1 && s.lingering.Load() == 0 })
+		})
+	}
+}

@@ -101,9 +101,43 @@ func (s *Server) admit(c *conn, br *bridged) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
+// maxLingeringRefusals bounds the connections refused at open that
+// linger at once (refuseAtOpen); past it a refused connection is closed
+// at once, so that a flood of refused connections cannot hold sockets
+// (and places under MaxConns) for lingerTime each.
+const maxLingeringRefusals = 1024
+
+// lingerRefusal ends c, refused from OnOpen before anything was read,
+// with out (its ERROR, id 0: no request was read, so there is no id to
+// echo) the way every fatal ERROR ends (PROTOCOL.md 7.1): once gnet has
+// written it, the write side is shut down and what the client sends (its
+// HELLO, publishes) is read and dropped until it closes or lingerTime
+// passes, so the client reads the ERROR and end of stream instead of a
+// reset caused by its unread HELLO. TLS connections close at once.
+func (s *Server) lingerRefusal(c *conn, out []byte) ([]byte, gnet.Action) {
+	if c.sec.tls || s.lingering.Add(1) > maxLingeringRefusals {
+		if !c.sec.tls {
+			s.lingering.Add(-1)
+		}
+		return out, gnet.Close
+	}
+	c.refused = true
+	l := c.l
+	l.execute(func() { // after gnet has written out
+		if !c.closed {
+			l.closeGracefully(c)
+		}
+	})
+	return out, gnet.None
+}
+
 // forget releases what admit counted; called when the connection is
 // cleaned up.
 func (s *Server) forget(c *conn) {
+	if c.refused {
+		c.refused = false
+		s.lingering.Add(-1)
+	}
 	s.addrs.release(c.sec.ip)
 	c.sec.ip = ""
 }

@@ -62,6 +62,7 @@ type Server struct {
 
 	conns     atomic.Int64
 	shutting  atomic.Bool
+	lingering atomic.Int64 // connections refused at open and lingering (refuseAtOpen)
 	slowSkips atomic.Int64
 	slowLags  atomic.Int64
 
@@ -447,7 +448,7 @@ func (c *conn) refuse(code wire.Code, text string) ([]byte, gnet.Action) {
 	if c.ws != nil {
 		return ws.AppendReject(nil, wsHTTPStatus(code), text), gnet.Close
 	}
-	return wire.AppendError(nil, 0, wire.Error{Code: code, Retriable: code.Retriable(), Text: text}), gnet.Close
+	return c.l.srv.lingerRefusal(c, wire.AppendError(nil, 0, wire.Error{Code: code, Retriable: code.Retriable(), Text: text}))
 }
 
 func (h *handler) OnClose(gc gnet.Conn, _ error) gnet.Action {
