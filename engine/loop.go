@@ -353,9 +353,10 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 			l.nodeProof(c, h, body)
 			return
 		}
-		if h.Type == wire.TypeNodeHello && l.srv.cl != nil {
-			// Only a cluster node takes node connections; a single node
-			// answers NODE_HELLO like any other frame before HELLO.
+		if h.Type == wire.TypeNodeHello && l.srv.cl != nil && c.ws == nil {
+			// Only a cluster node takes node connections, and not over
+			// WebSocket; a single node answers NODE_HELLO like any other
+			// frame before HELLO.
 			l.nodeHello(c, body)
 			return
 		}
