@@ -137,19 +137,27 @@ func (s *sluiceClient) Flush(ctx context.Context) error {
 	return s.firstErr
 }
 
-// Subscribe implements Client: one goroutine per subscription feeds the
-// handler in position order and counts Gap positions as dropped.
+// Subscribe implements Client with the SDK's SubscribeFunc: h runs on the
+// Conn's reader goroutine with the payload lent (valid until it returns,
+// as Handler says), and Gap positions count as dropped.
 func (s *sluiceClient) Subscribe(ctx context.Context, ch string, start Start, h Handler) (Sub, error) {
 	from := client.FromLive()
 	if start == StartEarliest {
 		from = client.FromEarliest()
 	}
-	sub, err := s.c.Subscribe(ctx, ch, from, client.WithBuffer(s.subBuf))
+	ss := &sluiceSub{}
+	sub, err := s.c.SubscribeFunc(ctx, ch, func(ev client.Event) {
+		switch ev.Kind {
+		case client.KindMessage:
+			h(ev.Payload)
+		case client.KindGap:
+			ss.dropped.Add(ev.Gap.To - ev.Gap.From + 1)
+		}
+	}, from)
 	if err != nil {
 		return nil, err
 	}
-	ss := &sluiceSub{sub: sub, done: make(chan struct{})}
-	go ss.loop(h)
+	ss.sub = sub
 	return ss, nil
 }
 
@@ -160,38 +168,19 @@ const flushChannel = "sluice-bench.flush"
 // Close implements Client (client.Conn.Close).
 func (s *sluiceClient) Close() error { return s.c.Close() }
 
-// sluiceSub runs a goroutine that feeds the subscription's events to the
-// handler and counts the positions reported missing.
+// sluiceSub counts the positions a subscription was told are missing.
 type sluiceSub struct {
 	sub     *client.Subscription
 	dropped atomic.Uint64
-	done    chan struct{}
 	closing atomic.Bool
-}
-
-func (s *sluiceSub) loop(h Handler) {
-	defer close(s.done)
-	for ev := range s.sub.Events() {
-		switch ev.Kind {
-		case client.KindMessage:
-			h(ev.Payload)
-		case client.KindGap:
-			s.dropped.Add(ev.Gap.To - ev.Gap.From + 1)
-		}
-	}
 }
 
 // Dropped implements Sub: positions reported missing by Gap events.
 func (s *sluiceSub) Dropped() uint64 { return s.dropped.Load() }
 
-// Err returns the subscription's end reason once its event stream has
-// ended, unless the bench itself ended it.
+// Err returns the subscription's end reason, unless the bench itself
+// ended it.
 func (s *sluiceSub) Err() error {
-	select {
-	case <-s.done:
-	default:
-		return nil
-	}
 	if s.closing.Load() {
 		return nil
 	}

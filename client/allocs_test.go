@@ -3,6 +3,7 @@
 package client
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -78,5 +79,48 @@ func TestPublishZeroAllocs(t *testing.T) {
 		if got := testing.AllocsPerRun(2000, fn); got > 0.05 {
 			t.Errorf("%s: %.3f allocs per publish", name, got)
 		}
+	}
+}
+
+// TestSubscribeFuncZeroAllocs: a SubscribeFunc callback receives messages
+// without an allocation per frame (Subscribe copies each frame once).
+func TestSubscribeFuncZeroAllocs(t *testing.T) {
+	c, fc := connect(t, newFakeServer(t), testWelcome())
+	got := make(chan struct{}, 1)
+	var n int
+	const frames = 2000
+	wait := make(chan *Subscription, 1)
+	go func() {
+		s, err := c.SubscribeFunc(ctxT(t), "ch", func(ev Event) {
+			if n++; n%frames == 0 {
+				got <- struct{}{}
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		wait <- s
+	}()
+	id, s := fc.expectSubscribe()
+	fc.write(wire.AppendSubscribed(nil, id, wire.Subscribed{SubID: s.SubID, First: 1, Earliest: 1, Next: 1, Epoch: 7}))
+	<-wait
+	var frame []byte
+	for i := range frames {
+		frame = wire.AppendData(frame, s.SubID, uint64(i+1), []byte("0123456789abcdef"))
+	}
+	fc.write(frame) // warm up
+	<-got
+	frame = frame[:0]
+	for i := range frames {
+		frame = wire.AppendData(frame, s.SubID, uint64(frames+i+1), []byte("0123456789abcdef"))
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	fc.write(frame)
+	<-got
+	runtime.ReadMemStats(&m1)
+	// Global counts (the fake and the test allocate a little too).
+	if per := float64(m1.Mallocs-m0.Mallocs) / frames; per > 0.25 {
+		t.Errorf("%.2f allocations per DATA frame", per)
 	}
 }

@@ -556,6 +556,17 @@ func (s *session) onGoAway(g wire.GoAway) {
 // then reaches the server). It reports false if the event was not queued:
 // the subscription ended or the session died.
 func (s *session) deliver(sub *Subscription, ev Event) bool {
+	if sub.fn != nil {
+		// SubscribeFunc: call it here, lending ev's bytes (not under
+		// sendMu, so that fn may Unsubscribe).
+		if sub.ended.Load() {
+			return false
+		}
+		sub.inFn.Store(true)
+		sub.fn(ev)
+		sub.inFn.Store(false)
+		return true
+	}
 	sub.sendMu.Lock()
 	defer sub.sendMu.Unlock()
 	if sub.chClosed {

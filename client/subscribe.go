@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -101,7 +102,12 @@ type Subscription struct {
 	start   wire.StartKind
 	arg     uint64
 
-	ch    chan Event
+	ch chan Event
+	// fn, when set (SubscribeFunc), is called with each event on the
+	// reader goroutine instead of queueing it on ch; ended stops it.
+	fn    func(Event)
+	ended atomic.Bool
+	inFn  atomic.Bool   // fn is running (Unsubscribe then does not wait)
 	stop  chan struct{} // closed by terminate
 	ready chan struct{} // closed by the first SUBSCRIBED or by terminate
 
@@ -128,6 +134,39 @@ type Subscription struct {
 // *ServerError; ErrInvalidChannel, ErrInvalidOption, ErrDraining and
 // ErrClosed mean nothing was sent.
 func (c *Conn) Subscribe(ctx context.Context, channel string, opts ...SubOption) (*Subscription, error) {
+	return c.subscribe(ctx, channel, nil, opts)
+}
+
+// SubscribeFunc subscribes like Subscribe but hands each event to fn
+// directly, on the Conn's reader goroutine, instead of queueing it: no
+// copy of the payload and no hand-off between goroutines, for consumers
+// that process a message at once (the cheapest way to receive).
+//
+// The contract, which differs from Subscribe's:
+//   - fn is called on the reader goroutine, one call at a time, in
+//     position order (messages, gaps and epoch changes as Events).
+//   - An Event's Payload and Headers are lent: they alias the connection's
+//     read buffer and are valid only until fn returns. Copy what you keep
+//     (bytes.Clone); never retain or modify them after returning.
+//   - While fn runs, the Conn reads nothing else: other subscriptions and
+//     publish acknowledgements wait, and a slow fn slows the connection
+//     (the server's slow-consumer policy then applies, as for a full
+//     queue). fn must not call Publish and wait for its result, nor wait
+//     for another subscription's events.
+//   - fn may call Unsubscribe (which then does not wait for the server's
+//     answer: the reader that would read it is running fn). After
+//     Unsubscribe or Close returns, fn is not called again, except that a
+//     call already running on the reader goroutine finishes.
+//   - Events and Next are not used (the subscription has no queue;
+//     WithBuffer is ignored); Events is closed when the subscription ends.
+func (c *Conn) SubscribeFunc(ctx context.Context, channel string, fn func(Event), opts ...SubOption) (*Subscription, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil SubscribeFunc callback", ErrInvalidOption)
+	}
+	return c.subscribe(ctx, channel, fn, opts)
+}
+
+func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), opts []SubOption) (*Subscription, error) {
 	if err := wire.ValidChannelString(channel); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidChannel, err)
 	}
@@ -137,8 +176,11 @@ func (c *Conn) Subscribe(ctx context.Context, channel string, opts ...SubOption)
 			return nil, err
 		}
 	}
+	if fn != nil {
+		so.buffer = 0
+	}
 	sub := &Subscription{
-		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg,
+		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg, fn: fn,
 		ch:    make(chan Event, so.buffer),
 		stop:  make(chan struct{}),
 		ready: make(chan struct{}),
@@ -279,7 +321,7 @@ func (sub *Subscription) unsubscribe(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	if reply == nil || ctx == nil {
+	if reply == nil || ctx == nil || sub.inFn.Load() {
 		return nil
 	}
 	select {
@@ -309,6 +351,7 @@ func (sub *Subscription) terminate(err error) {
 		close(sub.ready)
 	}
 	sub.mu.Unlock()
+	sub.ended.Store(true)
 	close(sub.stop)
 	sub.sendMu.Lock()
 	sub.chClosed = true
@@ -420,7 +463,8 @@ var errRevoked = &ServerError{Op: "subscribe", Err: wire.Error{Code: wire.CodeFo
 	Text: "the server ended the subscription: permission revoked"}}
 
 // onData queues the messages of a DATA frame, copying the records once
-// (one allocation per frame). Positions already delivered are dropped; a
+// (one allocation per frame), or, for a SubscribeFunc subscription, lends
+// them to its callback without a copy. Positions already delivered are dropped; a
 // hole before first becomes a Gap event (reason lost).
 //
 // owned records (a decompressed frame's fresh buffer) are not copied.
@@ -445,7 +489,7 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte, owned 
 			}
 		}
 		if blk == nil {
-			if blk = records; !owned {
+			if blk = records; !owned && sub.fn == nil {
 				blk = bytes.Clone(records) // copy once; payloads alias it below
 			}
 		}
