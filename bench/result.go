@@ -92,6 +92,9 @@ func (r Result) Label() string {
 	case "nm":
 		return fmt.Sprintf("nm %d:%d/%dch %s", c.Pubs, c.Subs, c.Channels, sizeName(c.Size))
 	case "latency":
+		if c.Subs > 1 {
+			return fmt.Sprintf("latency 1:%d @%s/s %s", c.Subs, humanCount(c.Rate), sizeName(c.Size))
+		}
 		if c.Busy {
 			return fmt.Sprintf("latency @%s/s %s +cpu load", humanCount(c.Rate), sizeName(c.Size))
 		}

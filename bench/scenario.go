@@ -40,7 +40,7 @@ var Scenarios = []Scenario{
 		Defaults: func(c *Config) { setDefaults(c, 1, 0, 1) }},
 	{Name: "ack-async", Summary: "acknowledged publish, pipelined (--window in flight)", Durable: true, run: runAckAsync,
 		Defaults: func(c *Config) { setDefaults(c, 1, 0, 1) }},
-	{Name: "latency", Summary: "1:1 latency at a fixed --rate, open loop (p50, p99, p99.9, max)", run: runLatency,
+	{Name: "latency", Summary: "1:1 latency at a fixed --rate, open loop (p50, p99, p99.9, max); --subs N measures 1:N", run: runLatency,
 		Defaults: func(c *Config) { setDefaults(c, 1, 1, 1) }},
 	{Name: "replay", Summary: "read --count retained messages from the earliest", Durable: true, run: runReplay,
 		Defaults: func(c *Config) { setDefaults(c, 1, 1, 1) }},
@@ -692,35 +692,46 @@ func runAckAsync(ctx context.Context, d Driver, c Config, r *Result) error {
 // arrival - due. A publisher that falls behind sends the overdue messages at
 // once, still stamped with their due times, so stalls show in the tail.
 func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
-	c.Progress.reset("connect", 2)
-	conns, err := connectAll(ctx, d, 2, c.Progress)
+	nsubs := max(c.Subs, 1) // latency/subs=100: every subscriber's deliveries are measured
+	c.Progress.reset("connect", int64(1+nsubs))
+	conns, err := connectAll(ctx, d, 1+nsubs, c.Progress)
 	if err != nil {
 		return err
 	}
 	defer closeAll(conns)
-	pub, subc := conns[0], conns[1]
+	pub := conns[0]
 	ch := c.Prefix + ".lat"
 	n := int(c.Rate * c.Duration.Seconds())
 	n = max(n, 1)
 	base := time.Now()
 	h := NewHistogram()
-	k := newCounter(int64(n), c.Progress)
-	var hmu sync.Mutex // the handler runs on one goroutine; the lock orders it with the final read
-	sub, err := subc.Subscribe(ctx, ch, StartLive, func(p []byte) {
-		if len(p) >= 8 {
-			due := int64(binary.LittleEndian.Uint64(p))
-			hmu.Lock()
-			h.Record(int64(time.Since(base)) - due)
-			hmu.Unlock()
+	var hmu sync.Mutex // handlers run on one goroutine per subscriber; the lock orders them and the final read
+	counters := make([]*counter, nsubs)
+	subs := make([]Sub, 0, nsubs)
+	defer func() {
+		for _, s := range subs {
+			s.Close()
 		}
-		k.handle(p)
-	})
-	if err != nil {
-		return fmt.Errorf("subscribe: %w", err)
+	}()
+	for j := range nsubs {
+		k := newCounter(int64(n), c.Progress)
+		counters[j] = k
+		sub, err := conns[1+j].Subscribe(ctx, ch, StartLive, func(p []byte) {
+			if len(p) >= 8 {
+				due := int64(binary.LittleEndian.Uint64(p))
+				hmu.Lock()
+				h.Record(int64(time.Since(base)) - due)
+				hmu.Unlock()
+			}
+			k.handle(p)
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		subs = append(subs, sub)
 	}
-	defer sub.Close()
 	body := payload(c.Size)
-	c.Progress.reset("latency", int64(n))
+	c.Progress.reset("latency", int64(n*nsubs))
 	meter := startMeter(c.Server)
 	pacer := Pacer{Rate: c.Rate, Mode: c.Pacer}
 	start := time.Now()
@@ -739,10 +750,16 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 	if perr != nil {
 		return fmt.Errorf("publish: %w", perr)
 	}
-	r.Expected = int64(n)
-	end, complete := waitDeliveries(ctx, []*counter{k}, int64(n), c.Stall)
-	r.Delivered = k.n.Load()
-	r.Dropped = int64(sub.Dropped())
+	r.Expected = int64(n * nsubs)
+	end, complete := waitDeliveries(ctx, counters, int64(n*nsubs), c.Stall)
+	var subErr error
+	for j, k := range counters {
+		r.Delivered += k.n.Load()
+		r.Dropped += int64(subs[j].Dropped())
+		if e := subs[j].Err(); e != nil && subErr == nil {
+			subErr = e
+		}
+	}
 	meter.stop(r, r.Delivered)
 	r.DeliverElapsed = end.Sub(start)
 	r.DeliverRate = float64(r.Delivered) / r.DeliverElapsed.Seconds()
@@ -751,7 +768,7 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 	hmu.Unlock()
 	r.Latency = &s
 	if !complete {
-		return fmt.Errorf("%w: %d of %d messages delivered (%d reported dropped%s)", ErrIncomplete, r.Delivered, n, r.Dropped, firstErr(errString(sub.Err())))
+		return fmt.Errorf("%w: %d of %d messages delivered (%d reported dropped%s)", ErrIncomplete, r.Delivered, r.Expected, r.Dropped, firstErr(errString(subErr)))
 	}
 	return nil
 }

@@ -57,6 +57,7 @@ func TestScenariosReportSaneCounts(t *testing.T) {
 		{"ack-sync", Config{Count: 200}, 200, 0},
 		{"ack-async", Config{Count: 3000, Window: 100}, 3000, 0},
 		{"latency", Config{Rate: 5000, Duration: 200 * time.Millisecond}, 1000, 1000},
+		{"latency", Config{Rate: 5000, Duration: 200 * time.Millisecond, Subs: 3}, 1000, 3000},
 		{"replay", Config{Count: 12_000, Size: 16}, 12_000, 12_000},
 	}
 	for _, tc := range cases {
@@ -92,7 +93,11 @@ func TestScenariosReportSaneCounts(t *testing.T) {
 			switch tc.name {
 			case "latency", "ack-sync":
 				l := r.Latency
-				if l == nil || int64(l.Count) != tc.pub || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max {
+				want := tc.exp // every delivery is measured
+				if tc.name == "ack-sync" {
+					want = tc.pub
+				}
+				if l == nil || int64(l.Count) != want || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max {
 					t.Errorf("latency summary %+v", l)
 				}
 			}

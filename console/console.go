@@ -236,6 +236,9 @@ func noListing(h http.Handler) http.Handler {
 			}
 		}
 		w.Header().Set("Cache-Control", "no-cache")
+		// The files are public code: pages of any origin may import the
+		// SDK module (module scripts are fetched with CORS).
+		w.Header().Set("Access-Control-Allow-Origin", "*")
 		h.ServeHTTP(w, r)
 	})
 }

@@ -124,8 +124,8 @@ func TestStatusBusiestFirstAndAuth(t *testing.T) {
 func TestStaticFiles(t *testing.T) {
 	srv := httptest.NewServer(console.Handler(&fakeSource{}))
 	defer srv.Close()
-	if code, _, body := get(t, srv, "/console/health.txt", ""); code != 200 || strings.TrimSpace(body) != "ok" {
-		t.Fatalf("health.txt: %d %q", code, body)
+	if code, h, body := get(t, srv, "/console/health.txt", ""); code != 200 || strings.TrimSpace(body) != "ok" || h.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("health.txt: %d %q %v", code, body, h)
 	}
 	resp, err := srv.Client().Get(srv.URL + "/console")
 	if err != nil || resp.Request.URL.Path != "/console/" {

@@ -132,7 +132,7 @@ type Options struct {
 	TLSConfig   *tls.Config
 
 	// WSListen serves WebSocket clients on this address ("" = none): the
-	// same protocol, one frame per binary message (PROTOCOL.md 9); wss://
+	// same protocol, one frame per binary message (PROTOCOL.md 10); wss://
 	// when a TLS certificate is configured. WSOrigins is the Origin
 	// allow-list of browser pages: exact origins or "*"; empty admits
 	// pages from the host the client connects to (any port).

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-rtm/sluice/ws"
 )
 
-// The WebSocket gateway (PROTOCOL.md section 9).
+// The WebSocket gateway (PROTOCOL.md section 10).
 //
 // A WebSocket client is a client connection like a TCP one, on the same
 // event loops, with a wsConn attached that adapts its bytes:

@@ -1,6 +1,6 @@
 // Package wsdial connects to Sluice's WebSocket gateway from Go: Dial
 // returns a net.Conn that carries the protocol v1 byte stream, each frame
-// written sent as one binary WebSocket message (PROTOCOL.md section 9), so
+// written is sent as one binary WebSocket message (PROTOCOL.md section 10), so
 // the Go SDK runs over WebSocket unchanged:
 //
 //	c, err := client.Dial(ctx, "ws://127.0.0.1:7001/",
