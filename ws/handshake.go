@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -242,7 +243,8 @@ func statusText(status int) string {
 // ("https://app.example.com", compared case-insensitively, with the port
 // when not the scheme's default) or "*" for any. An empty allow list
 // admits the pages served by the same host as the request's Host (any
-// port: the console is served by the HTTP listener, another port).
+// port: the console is served by the HTTP listener, another port; the
+// names of the loopback, localhost, 127.0.0.1 and ::1, count as one).
 func OriginAllowed(origin, host string, allow []string) bool {
 	if origin == "" {
 		return true
@@ -252,7 +254,8 @@ func OriginAllowed(origin, host string, allow []string) bool {
 		if err != nil || u.Host == "" {
 			return false
 		}
-		return strings.EqualFold(u.Hostname(), hostname(host))
+		oh, rh := u.Hostname(), hostname(host)
+		return strings.EqualFold(oh, rh) || (isLoopback(oh) && isLoopback(rh))
 	}
 	for _, a := range allow {
 		if a == "*" || strings.EqualFold(strings.TrimRight(a, "/"), origin) {
@@ -260,6 +263,16 @@ func OriginAllowed(origin, host string, allow []string) bool {
 		}
 	}
 	return false
+}
+
+// isLoopback reports whether h names this machine's loopback: localhost
+// and 127.0.0.1 are one host to a user.
+func isLoopback(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // hostname strips the port from a Host header value.

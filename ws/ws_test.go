@@ -298,6 +298,10 @@ func TestOriginAllowed(t *testing.T) {
 		{"http://h:9090", "h:7001", []string{"https://app.example.com"}, false},
 		{"http://anything", "h", []string{"*"}, true},
 		{"http://[::1]:9090", "[::1]:7001", nil, true},
+		{"http://localhost:8000", "127.0.0.1:7401", nil, true},
+		{"http://127.0.0.1:8000", "[::1]:7401", nil, true},
+		{"http://localhost.evil.example", "127.0.0.1:7401", nil, false},
+		{"http://10.0.0.5:8000", "127.0.0.1:7401", nil, false},
 	}
 	for _, tc := range cases {
 		if got := ws.OriginAllowed(tc.origin, tc.host, tc.allow); got != tc.ok {
