@@ -719,8 +719,25 @@ async function resolveWebSocket(given, maxMessage) {
   }
   const WS = mod.WebSocket ?? mod.default;
   return class extends WS {
+    corked = false;
     constructor(url) {
       super(url, [], { maxPayload: maxMessage });
+    }
+    // Every frame is its own WebSocket message, and `ws` writes each to the
+    // socket at once: one system call per frame. Frames sent in one turn of
+    // the event loop are corked into one write instead (a pipelined burst of
+    // publishes, say); the socket is uncorked before any I/O happens.
+    send(data) {
+      const sock = this._socket;
+      if (!this.corked && sock && typeof sock.cork === "function" && typeof sock.uncork === "function") {
+        this.corked = true;
+        sock.cork();
+        process.nextTick(() => {
+          this.corked = false;
+          sock.uncork();
+        });
+      }
+      super.send(data);
     }
   };
 }
@@ -1117,10 +1134,20 @@ var Client = class {
   publishNoAck(channel, payload, opts = {}) {
     return this.enqueue(channel, payload, false, opts.signal);
   }
+  /** The channel name validated last and its bytes: a publisher repeating its channel checks it once. */
+  lastChannel = "";
+  lastChannelBytes = null;
+  channelBytes(channel) {
+    if (this.lastChannelBytes && channel === this.lastChannel) return this.lastChannelBytes;
+    const b = validChannel(channel);
+    this.lastChannel = channel;
+    this.lastChannelBytes = b;
+    return b;
+  }
   enqueue(channel, payload, ack, signal) {
     let ch, pl;
     try {
-      ch = validChannel(channel);
+      ch = this.channelBytes(channel);
       pl = toBytes(payload);
       this.usable();
       if (signal?.aborted) throw abortReason(signal);

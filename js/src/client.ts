@@ -640,10 +640,22 @@ export class Client {
     return this.enqueue(channel, payload, false, opts.signal) as Promise<void>;
   }
 
+  /** The channel name validated last and its bytes: a publisher repeating its channel checks it once. */
+  private lastChannel = "";
+  private lastChannelBytes: Uint8Array | null = null;
+
+  private channelBytes(channel: string): Uint8Array {
+    if (this.lastChannelBytes && channel === this.lastChannel) return this.lastChannelBytes;
+    const b = codec.validChannel(channel);
+    this.lastChannel = channel;
+    this.lastChannelBytes = b;
+    return b;
+  }
+
   private enqueue(channel: string, payload: Payload, ack: boolean, signal?: AbortSignal): Promise<unknown> {
     let ch: Uint8Array, pl: Uint8Array;
     try {
-      ch = codec.validChannel(channel);
+      ch = this.channelBytes(channel);
       pl = toBytes(payload);
       this.usable();
       if (signal?.aborted) throw abortReason(signal);

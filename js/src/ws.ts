@@ -1,3 +1,5 @@
+declare const process: { nextTick(fn: () => void): void };
+
 // The WebSocket the SDK uses: the subset of the browser's WebSocket API that
 // both browsers and the `ws` package of Node.js implement.
 
@@ -40,9 +42,27 @@ export async function resolveWebSocket(
     );
   }
   const WS = (mod.WebSocket ?? mod.default) as new (url: string, protocols: unknown, opts: unknown) => WebSocketLike;
-  return class extends (WS as unknown as new (...a: unknown[]) => object) {
+  type Corkable = { cork(): void; uncork(): void };
+  return class extends (WS as unknown as new (...a: unknown[]) => { send(d: Uint8Array): void }) {
+    private corked = false;
     constructor(url: string) {
       super(url, [], { maxPayload: maxMessage });
+    }
+    // Every frame is its own WebSocket message, and `ws` writes each to the
+    // socket at once: one system call per frame. Frames sent in one turn of
+    // the event loop are corked into one write instead (a pipelined burst of
+    // publishes, say); the socket is uncorked before any I/O happens.
+    send(data: Uint8Array) {
+      const sock = (this as unknown as { _socket?: Partial<Corkable> })._socket;
+      if (!this.corked && sock && typeof sock.cork === "function" && typeof sock.uncork === "function") {
+        this.corked = true;
+        sock.cork();
+        process.nextTick(() => {
+          this.corked = false;
+          (sock as Corkable).uncork();
+        });
+      }
+      super.send(data);
     }
   } as unknown as WebSocketConstructor;
 }

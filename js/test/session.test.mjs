@@ -154,6 +154,11 @@ test("invalid channels and oversize payloads are refused before sending", async 
   const { net, c, ws } = await setup();
   net.welcome.maxPayload = 4;
   await assert.rejects(c.publish("a b", "x"), codec.InvalidChannelError);
+  const ok = c.publish("ok", "x"); // the last valid name is cached; an invalid one after it is still refused
+  await assert.rejects(c.publish("a\u00a0b", "x"), codec.InvalidChannelError);
+  const okf = await net.frame(ws, T.PUBLISH);
+  net.push(ws, codec.encodePubAck([{ id: okf.id, position: 1n }]));
+  assert.equal(await ok, 1n);
   await assert.rejects(c.subscribe("", {}), codec.InvalidChannelError);
   c.close();
   // maxPayload is per connection: a new client sees 4.
@@ -162,7 +167,6 @@ test("invalid channels and oversize payloads are refused before sending", async 
   const c2 = await connect("ws://a/", { WebSocket: net2.WebSocket });
   await assert.rejects(c2.publish("ch", "12345"), /payload of 5 bytes, server max 4/);
   c2.close();
-  void ws;
 });
 
 test("an aborted publish that was not sent is never sent; one aborted after sending is an unknown outcome", async () => {
