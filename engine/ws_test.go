@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -465,4 +466,48 @@ func TestWSShutdownGoingAway(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
+}
+
+// TestWSSlowConsumerDisconnect: the slow-consumer policy applies to a
+// WebSocket subscriber that does not read, as to a TCP one.
+func TestWSSlowConsumerDisconnect(t *testing.T) {
+	s := startWSTest(t, func(o *Options) {
+		o.OutboundLimit = 64 << 10
+		o.SlowPolicy = SlowDisconnect
+	})
+	small := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		return d.DialContext(ctx, network, addr)
+	}
+	slow := dialWS(t, s, wsdial.Options{Dialer: small})
+	if _, err := slow.handshakeErr(); err != nil {
+		t.Fatal(err)
+	}
+	slow.subscribe(1, "slow.ws", wire.StartLive, 0)
+	pub, _ := helloRaw(t, s.Addr())
+	payloads := make([][]byte, 16)
+	for i := range payloads {
+		payloads[i] = bytes.Repeat([]byte{'p'}, 1024)
+	}
+	// Publish until the server gives up on the subscriber; it then
+	// half-closes the connection and ends it when the client closes or
+	// its linger time passes (loop.closeGracefully).
+	for w := 0; s.Metrics(context.Background()).SlowCloses == 0; w++ {
+		if w == 1600 {
+			t.Fatal("the slow WebSocket subscriber was never disconnected")
+		}
+		if _, err := pub.publishBatch("slow.ws", payloads); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, waitFor, "slow subscriber disconnected", func() bool { return s.conns.Load() == 1 })
+	pub.publish("slow.ws", []byte("the publisher carries on"))
 }

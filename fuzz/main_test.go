@@ -107,6 +107,16 @@ func warmUp(addr string) error {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if wsSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := wsSrv.Shutdown(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "fuzz: shutdown: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+		cancel()
+	}
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := srv.Shutdown(ctx); err != nil {

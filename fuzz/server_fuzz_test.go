@@ -49,6 +49,12 @@ func probe(addr string) error {
 		return fmt.Errorf("probe: dial: %w", err)
 	}
 	defer abort(nc)
+	return probeConn(nc)
+}
+
+// probeConn is probe's session over an open connection.
+func probeConn(nc net.Conn) error {
+	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(syncTimeout))
 	n := probeSeq.Add(1)
 	ch := fmt.Sprintf("probe.%d.%d", rand.Uint32(), n)
