@@ -92,6 +92,7 @@ type file struct {
 	PingInterval    *Duration   `toml:"ping-interval"`
 	HandshakeTO     *Duration   `toml:"handshake-timeout"`
 	IdleTimeout     *Duration   `toml:"idle-timeout"`
+	FrameTimeout    *Duration   `toml:"frame-timeout"`
 	PublishRate     *float64    `toml:"publish-rate"`
 	PublishBurst    *int        `toml:"publish-burst"`
 	MaxConnsPerAddr *int        `toml:"max-conns-per-addr"`
@@ -326,6 +327,7 @@ func (f *file) apply(dst *Serve) error {
 	setd(&o.PingInterval, f.PingInterval)
 	setd(&o.HandshakeTimeout, f.HandshakeTO)
 	setd(&o.IdleTimeout, f.IdleTimeout)
+	setd(&o.FrameTimeout, f.FrameTimeout)
 	if f.PublishRate != nil {
 		o.PublishRate = *f.PublishRate
 	}
@@ -450,7 +452,8 @@ var fieldKeys = map[string]string{
 	"LimitMsgs": "limit-msgs", "LimitSize": "limit-size", "LimitLife": "limit-life", "TTL": "ttl",
 	"MaxRetained": "max-retained", "OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
 	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
-	"PublishRate": "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",
+	"FrameTimeout": "frame-timeout",
+	"PublishRate":  "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",
 	"TLSListen": "tls-listen", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",
 	"MetricsListen": "http-listen", "WSListen": "ws-listen", "WSOrigins": "ws-origins",
 	"Prefix": "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",

@@ -38,6 +38,9 @@ type conn struct {
 	halfClosed bool
 	lingerEnd  int64
 	refused    bool // refused at open and counted in Server.lingering
+	// partialSince is when the first byte of the frame (or record) still
+	// incomplete in the input came (unix ns; 0 = none): FrameTimeout.
+	partialSince int64
 	dirty      bool // in l.dirty
 
 	subs map[uint32]*sub

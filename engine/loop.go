@@ -269,6 +269,7 @@ func (l *loop) traffic(c *conn) gnet.Action {
 		// which would drop a partial frame and desynchronise the stream.
 		_, _ = c.gc.Discard(off)
 	}
+	c.notePartial(l.now, len(buf)-off, off > 0)
 	if c.ns != nil && !c.closing && !c.closed && c.gc.InboundBuffered() > 0 {
 		// The node handshake ended inside this read: the rest are records.
 		l.sealedTraffic(c)
@@ -325,6 +326,9 @@ func (l *loop) sealedTraffic(c *conn) {
 		off = len(buf)
 	}
 	c.ns.consumed(off)
+	if c.link == nil { // a link's peer is judged by its requests' timeouts
+		c.notePartial(l.now, len(raw)-n+len(c.ns.plain), off > 0)
+	}
 }
 
 // nodeInputFailed ends a node connection whose records do not open: a
@@ -574,6 +578,7 @@ func (l *loop) sweep() {
 		}
 		if c.link == nil { // a link's liveness is its requests' timeouts
 			l.checkIdle(c)
+			l.checkFrame(c)
 		}
 	}
 	idle := l.now - int64(time.Second)

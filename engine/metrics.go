@@ -29,6 +29,8 @@ type loopStats struct {
 	msgsOut   uint64 // messages sent in DATA frames (once per subscriber)
 	bytesOut  uint64 // bytes handed to the sockets
 	errs      [32]uint64
+	// frameTimeouts counts connections closed by Options.FrameTimeout.
+	frameTimeouts uint64
 	gaps      [4]uint64 // by wire.GapReason
 	wsErrors  uint64    // WebSocket connections closed for malformed WebSocket input
 }
@@ -92,7 +94,7 @@ type Metrics struct {
 	Unauthorized int64 // ERROR UNAUTHENTICATED sent
 	Forbidden    int64 // ERROR FORBIDDEN sent
 	// Violations counts limit violations by limit: handshake_timeout,
-	// idle_timeout, publish_rate, max_conns, max_conns_per_addr.
+	// idle_timeout, frame_timeout, publish_rate, max_conns, max_conns_per_addr.
 	Violations map[string]int64
 
 	StreamletsHosted  int64 // gauge
@@ -161,6 +163,7 @@ collect:
 			st.payloadIn += g.st.payloadIn
 			st.msgsOut += g.st.msgsOut
 			st.bytesOut += g.st.bytesOut
+			st.frameTimeouts += g.st.frameTimeouts
 			for i := range st.errs {
 				st.errs[i] += g.st.errs[i]
 			}
@@ -205,7 +208,8 @@ collect:
 		m.Gaps[r.String()] = int64(sum.st.gaps[r])
 	}
 	m.Violations["handshake_timeout"] = int64(sum.st.errs[wire.CodeHandshakeTimeout]) + m.Rejected[RejectTLSHandshake]
-	m.Violations["idle_timeout"] = int64(sum.st.errs[wire.CodeIdleTimeout])
+	m.Violations["idle_timeout"] = int64(sum.st.errs[wire.CodeIdleTimeout] - sum.st.frameTimeouts)
+	m.Violations["frame_timeout"] = int64(sum.st.frameTimeouts)
 	m.Violations["publish_rate"] = int64(sum.st.errs[wire.CodeRateLimited])
 	m.Violations["max_conns"] = m.Rejected[RejectMaxConns]
 	m.Violations["max_conns_per_addr"] = m.Rejected[RejectPerAddr]

@@ -108,6 +108,12 @@ type Options struct {
 	// nothing for this long; after PingInterval of silence the server sends
 	// it a PING, which a live client answers. 0 disables it.
 	IdleTimeout time.Duration
+	// FrameTimeout closes (ERROR IDLE_TIMEOUT) a connection that began a
+	// frame and has not sent the rest of it this long after its first
+	// byte: a client dripping a frame a byte at a time (slowloris) holds a
+	// connection and a partial frame for at most this long, although every
+	// byte resets the idle timer. 0 disables it.
+	FrameTimeout time.Duration
 
 	// Auth enables authentication and per-channel permissions; nil accepts
 	// every client and allows everything (then Listen should stay on
@@ -120,7 +126,9 @@ type Options struct {
 	PublishRate  float64
 	PublishBurst int
 	// MaxConnsPerAddr caps concurrent connections from one remote IP
-	// address (0 = unlimited); past it ERROR TOO_MANY_CONNECTIONS.
+	// address (0 = unlimited; default 1,024, loopback included); past it
+	// ERROR TOO_MANY_CONNECTIONS. A load generator that opens more from
+	// one address sets it.
 	MaxConnsPerAddr int
 
 	// TLSListen is a second client address served with TLS ("" = none).
@@ -174,6 +182,8 @@ func DefaultOptions() Options {
 		PingInterval:     30 * time.Second,
 		HandshakeTimeout: 5 * time.Second,
 		IdleTimeout:      90 * time.Second,
+		FrameTimeout:     10 * time.Second,
+		MaxConnsPerAddr:  1024,
 		PublishBurst:     1000,
 	}
 }

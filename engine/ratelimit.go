@@ -122,6 +122,31 @@ func (l *loop) checkIdle(c *conn) {
 	}
 }
 
+// notePartial records, after input was handled, whether c has started a
+// frame it has not completed (pending bytes of it buffered): the time its
+// first byte came, for FrameTimeout. progressed says whether a frame was
+// completed meanwhile, so the pending bytes belong to a new frame. For a
+// sealed node connection a record counts as part of its frame.
+func (c *conn) notePartial(now int64, pending int, progressed bool) {
+	switch {
+	case pending == 0:
+		c.partialSince = 0
+	case progressed || c.partialSince == 0:
+		c.partialSince = now
+	}
+}
+
+// checkFrame runs from the loop's sweep: a frame begun more than
+// FrameTimeout ago and still incomplete ends the connection.
+func (l *loop) checkFrame(c *conn) {
+	d := l.srv.opts.FrameTimeout
+	if d <= 0 || c.partialSince == 0 || c.closing || c.closed || l.now-c.partialSince <= int64(d) {
+		return
+	}
+	l.stats.frameTimeouts++
+	c.sendError(0, wire.CodeIdleTimeout, fmt.Sprintf("a frame begun %v ago is still incomplete", d))
+}
+
 // noteInput records that c sent something (for the idle timeout).
 func (c *conn) noteInput(now int64) {
 	c.sec.lastIn = now
@@ -139,6 +164,8 @@ func (o *Options) validateSecurity() error {
 	switch {
 	case o.IdleTimeout < 0:
 		return optErr("IdleTimeout", "negative")
+	case o.FrameTimeout < 0:
+		return optErr("FrameTimeout", "negative")
 	case o.IdleTimeout > 0 && o.PingInterval > 0 && o.IdleTimeout <= o.PingInterval:
 		return optErr("IdleTimeout", "%v must be longer than PingInterval (%v), or clients that ping on time are closed", o.IdleTimeout, o.PingInterval)
 	case o.PublishRate < 0 || o.PublishRate > 1e9 || o.PublishRate != o.PublishRate:

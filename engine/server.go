@@ -217,6 +217,9 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // timeout or ping interval in force, within 5ms..250ms.
 func (s *Server) tickInterval() time.Duration {
 	d := min(s.opts.LimitLife, s.opts.TTL, s.opts.HandshakeTimeout)
+	if s.opts.FrameTimeout > 0 {
+		d = min(d, s.opts.FrameTimeout)
+	}
 	if s.opts.IdleTimeout > 0 {
 		d = min(d, s.opts.IdleTimeout)
 		if s.opts.PingInterval > 0 {

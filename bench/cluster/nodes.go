@@ -41,6 +41,7 @@ type Nodes struct {
 func NodeOptions(name string, loops int, join []string) engine.Options {
 	o := engine.DefaultOptions()
 	o.Listen = "127.0.0.1:0"
+	o.MaxConnsPerAddr = 0 // every load generator connection comes from 127.0.0.1
 	o.ServerName = name
 	o.Loops = loops
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

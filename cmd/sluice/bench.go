@@ -224,6 +224,7 @@ func startBenchServer(ctx context.Context, cfg benchConfig, stderr io.Writer) (s
 	if cfg.serverMode == "inproc" {
 		opts := engine.DefaultOptions()
 		opts.Listen = addr
+		opts.MaxConnsPerAddr = 0 // every load generator connection comes from 127.0.0.1
 		opts.Logger = slog.New(slog.DiscardHandler)
 		srv, err := engine.Start(opts)
 		if err != nil {
@@ -239,7 +240,7 @@ func startBenchServer(ctx context.Context, cfg benchConfig, stderr io.Writer) (s
 	if err != nil {
 		return "", nil, nil, err
 	}
-	sp, err := bench.StartServerProc(ctx, []string{self, "serve", "--listen", addr, "--log-level", "warn"}, addr, cfg.serverCPUs, stderr)
+	sp, err := bench.StartServerProc(ctx, []string{self, "serve", "--listen", addr, "--log-level", "warn", "--max-conns-per-addr", "0"}, addr, cfg.serverCPUs, stderr)
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -100,6 +100,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.DurationVar(&o.PingInterval, "ping-interval", o.PingInterval, "PING interval advertised to clients, `DUR` (0 = none); the server PINGs a client silent this long")
 	fs.DurationVar(&o.HandshakeTimeout, "handshake-timeout", o.HandshakeTimeout, "close a client that has not completed HELLO (and TLS) in `DUR`")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "close a client silent for `DUR` (0 = never)")
+	fs.DurationVar(&o.FrameTimeout, "frame-timeout", o.FrameTimeout, "close a connection that takes longer than `DUR` to send one frame after its first byte (0 = never)")
 	fs.Float64Var(&o.PublishRate, "publish-rate", o.PublishRate, "publishes per second per connection, `RATE` (0 = unlimited)")
 	fs.IntVar(&o.PublishBurst, "publish-burst", o.PublishBurst, "publishes allowed at once above --publish-rate, `N`")
 	fs.StringVar(&o.TLSListen, "tls-listen", o.TLSListen, "also listen for TLS clients on `HOST:PORT`")

@@ -206,6 +206,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func startSluice(addr string) (func(), error) {
 	opts := engine.DefaultOptions()
 	opts.Listen = addr
+	opts.MaxConnsPerAddr = 0 // every load generator connection comes from 127.0.0.1
 	opts.Logger = slog.New(slog.DiscardHandler)
 	srv, err := engine.Start(opts)
 	if err != nil {

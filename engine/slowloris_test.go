@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// drip writes b one byte per every, in a goroutine the test owns (stopped
+// by closing stop or by a write failing).
+func drip(nc net.Conn, b []byte, every time.Duration, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for i := range b {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			_ = nc.SetWriteDeadline(time.Now().Add(waitFor))
+			if _, err := nc.Write(b[i : i+1]); err != nil {
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// TestSlowlorisAfterHelloIsClosed: a client that says HELLO and then
+// drips a 4 KiB PUBLISH one byte at a time (each byte resetting the idle
+// timer) is closed with IDLE_TIMEOUT once the frame has taken longer than
+// FrameTimeout since its first byte; a client that sends whole frames as
+// slowly stays (the control), and so does one whose frame arrives in time.
+func TestSlowlorisAfterHelloIsClosed(t *testing.T) {
+	const ft = 400 * time.Millisecond
+	s := startTest(t, func(o *Options) { o.FrameTimeout = ft })
+	slow, _ := helloRaw(t, s.Addr())
+	steady, _ := helloRaw(t, s.Addr())
+	stop := make(chan struct{})
+	defer close(stop)
+	start := time.Now()
+	d1 := drip(slow.nc, wire.AppendPublish(nil, 1, wire.FlagAck, "loris", make([]byte, 4096)), 20*time.Millisecond, stop)
+	// The control: a whole PING every 20 ms, answered with PONG.
+	go func() {
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for i := uint32(1); ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			if steady.writeErr(wire.AppendPing(nil, i)) != nil {
+				return
+			}
+		}
+	}()
+	h, body := slow.next()
+	took := time.Since(start)
+	expectCode(t, h, body, wire.CodeIdleTimeout, 0)
+	slow.expectClosed()
+	slow.nc.Close()
+	<-d1
+	if took < ft {
+		t.Fatalf("closed after %v, before the frame timeout %v", took, ft)
+	}
+	if took > ft+2*time.Second {
+		t.Fatalf("closed only after %v (frame timeout %v)", took, ft)
+	}
+	// The steady client kept being answered past the frame timeout.
+	for deadline := time.Now().Add(2 * ft); time.Now().Before(deadline); {
+		h, body := steady.next()
+		if h.Type != wire.TypePong {
+			t.Fatalf("steady client got %s", describe(h, body))
+		}
+	}
+	if v := s.Metrics(context.Background()).Violations["frame_timeout"]; v != 1 {
+		t.Fatalf("frame_timeout violations %d, want 1", v)
+	}
+}
+
+// TestSlowlorisNodeRecordIsClosed: on a sealed node connection a record
+// begun and never finished (a header and a few bytes) ends the connection
+// within FrameTimeout, like a partial frame on a client connection.
+func TestSlowlorisNodeRecordIsClosed(t *testing.T) {
+	const ft = 400 * time.Millisecond
+	s := startNode(t, "a", nil, func(o *Options) { withSecret(o); o.FrameTimeout = ft })
+	nc, sess := nodeSession(t, s.Addr(), "x", sealTestSecret)
+	rec, err := sess.Sealer().Seal(nil, wire.AppendNodeRequest(nil, 1, wire.OpStatus, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := nc.Write(rec[:wire.HeaderLen+3]); err != nil {
+		t.Fatal(err)
+	}
+	types, end := answers(nc, sess.Conn(nc))
+	if !closedStream(end) {
+		t.Fatalf("partial record: connection not closed (%v, answered %v)", end, types)
+	}
+	if took := time.Since(start); took < ft || took > ft+2*time.Second {
+		t.Fatalf("closed after %v, frame timeout %v", took, ft)
+	}
+}
+
+// TestDefaultAbuseLimits: the defaults bound a partial frame's time and
+// the connections of one address.
+func TestDefaultAbuseLimits(t *testing.T) {
+	o := DefaultOptions()
+	if o.FrameTimeout != 10*time.Second || o.MaxConnsPerAddr != 1024 {
+		t.Fatalf("FrameTimeout %v, MaxConnsPerAddr %d", o.FrameTimeout, o.MaxConnsPerAddr)
+	}
+	o.FrameTimeout = -1
+	if err := o.Validate(); err == nil {
+		t.Fatal("a negative FrameTimeout was accepted")
+	}
+}
