@@ -41,7 +41,7 @@ type conn struct {
 	// partialSince is when the first byte of the frame (or record) still
 	// incomplete in the input came (unix ns; 0 = none): FrameTimeout.
 	partialSince int64
-	dirty      bool // in l.dirty
+	dirty        bool // in l.dirty
 
 	subs map[uint32]*sub
 	acks []wire.Ack

@@ -31,8 +31,8 @@ type loopStats struct {
 	errs      [32]uint64
 	// frameTimeouts counts connections closed by Options.FrameTimeout.
 	frameTimeouts uint64
-	gaps      [4]uint64 // by wire.GapReason
-	wsErrors  uint64    // WebSocket connections closed for malformed WebSocket input
+	gaps          [4]uint64 // by wire.GapReason
+	wsErrors      uint64    // WebSocket connections closed for malformed WebSocket input
 }
 
 // countError counts an ERROR frame sent with code.

@@ -19,14 +19,13 @@ type nodeSeal struct {
 	out []byte
 }
 
-// sealLinks is false only in a build with the sluice_plainlinks tag (for
-// measuring the record layer's cost: BENCHMARKS.md); such a node still
-// authenticates its peers but sends frames in the clear, and cannot talk
-// to a node built without the tag.
-var sealLinks = !plainLinksBuild
-
-func newNodeSeal(s *wire.NodeSession) *nodeSeal {
-	if !sealLinks {
+// newNodeSeal returns the record layer of a node connection whose
+// handshake ended in s; nil on a server started with the benchmark-only
+// switch benchhook.SetPlainNodeLinks (Server.plainLinks), whose node
+// connections authenticate but send frames in the clear, to measure what
+// the records cost (BENCHMARKS.md).
+func (srv *Server) newNodeSeal(s *wire.NodeSession) *nodeSeal {
+	if srv.plainLinks {
 		return nil
 	}
 	return &nodeSeal{seal: s.Sealer(), open: s.Opener()}

@@ -109,7 +109,7 @@ func (l *loop) nodeProof(c *conn, h wire.Header, body []byte) {
 	c.peer = &peerConn{name: sess.Peer, feeds: make(map[uint64]*feed)}
 	// NODE_WELCOME goes out in the clear; everything after it is sealed.
 	c.flush()
-	c.ns = newNodeSeal(sess)
+	c.ns = l.srv.newNodeSeal(sess)
 }
 
 // peerFrame handles one frame from a peer node.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/internal/benchhook"
 	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -62,9 +63,12 @@ type Server struct {
 
 	conns     atomic.Int64
 	shutting  atomic.Bool
-	lingering atomic.Int64 // connections refused at open and lingering (refuseAtOpen)
-	slowSkips atomic.Int64
-	slowLags  atomic.Int64
+	lingering atomic.Int64 // connections refused at open and lingering (lingerRefusal)
+	// plainLinks: node connections skip the record layer (the benchmark
+	// switch benchhook.SetPlainNodeLinks, read once at Start).
+	plainLinks bool
+	slowSkips  atomic.Int64
+	slowLags   atomic.Int64
 
 	// ww wakes loops when a full socket drains (writable_linux.go);
 	// writableWakes counts the wake-ups (conn.writable).
@@ -87,7 +91,7 @@ func Start(opts Options) (*Server, error) {
 		opts.Loops = runtime.NumCPU()
 	}
 	s := &Server{
-		opts: opts, log: opts.Logger, clock: opts.now,
+		opts: opts, log: opts.Logger, clock: opts.now, plainLinks: benchhook.PlainNodeLinks(),
 		booted: make(chan error, 1), done: make(chan struct{}),
 		loops:    make(map[gnet.EventLoop]*loop),
 		tickStop: make(chan struct{}), tickDone: make(chan struct{}),
@@ -162,8 +166,8 @@ func Start(opts Options) (*Server, error) {
 	}
 	go s.ticker()
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
-	if plainLinksBuild && opts.Cluster != nil {
-		s.log.Warn("this binary was built with -tags sluice_plainlinks: node links are authenticated but NOT encrypted or integrity-protected; for benchmarks only")
+	if s.plainLinks && opts.Cluster != nil {
+		s.log.Warn("benchmark switch benchhook.SetPlainNodeLinks is on: node links are authenticated but NOT encrypted or integrity-protected")
 	}
 	s.warnExposure()
 	return s, nil
@@ -419,7 +423,7 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c := l.open(gc)
 		s.conns.Add(1)
 		// The record layer first: Attach may queue output at once.
-		c.hello, c.link, c.ns = true, lk, newNodeSeal(lk.Session())
+		c.hello, c.link, c.ns = true, lk, s.newNodeSeal(lk.Session())
 		if !lk.Attach(linkConn{c}) {
 			c.closing = true
 			return nil, gnet.Close

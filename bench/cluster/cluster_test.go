@@ -17,12 +17,12 @@ import (
 func TestCompare_Tiny(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rep, err := Compare(ctx, CompareConfig{Runs: 1, Count: 5000, Rate: 2000, Duration: 500 * time.Millisecond})
+	rep, err := Compare(ctx, CompareConfig{Runs: 1, Count: 5000, Rate: 2000, Duration: 500 * time.Millisecond, PlainLinks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Throughput) != len(Setups) || len(rep.Latency) != len(Setups) {
-		t.Fatalf("%d throughput and %d latency runs, want %d each", len(rep.Throughput), len(rep.Latency), len(Setups))
+	if n := len(Setups) + 1; len(rep.Throughput) != n || len(rep.Latency) != n {
+		t.Fatalf("%d throughput and %d latency runs, want %d each (with the plain-links cluster)", len(rep.Throughput), len(rep.Latency), n)
 	}
 	for _, r := range append(append([]Run{}, rep.Throughput...), rep.Latency...) {
 		res := r.Result
@@ -31,7 +31,7 @@ func TestCompare_Tiny(t *testing.T) {
 		if !complete || r.Err != "" {
 			t.Errorf("%s %s: %d of %d delivered, error %q", r.Setup, res.Scenario, res.Delivered, res.Expected, r.Err)
 		}
-		if (r.Setup == SetupSingle) != (r.Place == nil) {
+		if (r.Setup == SetupSingle || r.Setup == SetupCrossPlain) != (r.Place == nil) {
 			t.Errorf("%s %s: placement %v", r.Setup, res.Scenario, r.Place)
 		}
 		if r.Place != nil {

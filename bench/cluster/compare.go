@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/bench"
 	"github.com/sluice-rtm/sluice/engine"
+	"github.com/sluice-rtm/sluice/internal/benchhook"
 )
 
 // CompareConfig is a Compare run's parameters; zero fields take the
@@ -30,6 +31,11 @@ type CompareConfig struct {
 	ProfileSetup Setup
 	// Log, if not nil, receives one line per finished run.
 	Log io.Writer
+	// PlainLinks adds SetupCrossPlain: a second 3-node cluster of the
+	// same build whose node links skip the record layer (the
+	// benchmark-only switch benchhook.SetPlainNodeLinks), measured in the
+	// same run, interleaved, to give the cost of sealing node links.
+	PlainLinks bool
 }
 
 func (c *CompareConfig) defaults() {
@@ -67,6 +73,10 @@ const (
 	SetupSame Setup = "cluster-same"
 	// SetupCross: a 3-node cluster; publisher on node a, subscriber on b.
 	SetupCross Setup = "cluster-cross"
+	// SetupCrossPlain: as SetupCross, on a cluster whose node links are
+	// not sealed (CompareConfig.PlainLinks; its placement is not probed:
+	// the probe speaks only sealed node connections).
+	SetupCrossPlain Setup = "cluster-cross-plain"
 )
 
 // Setups lists the setups in report order.
@@ -87,6 +97,8 @@ type CompareReport struct {
 	// Nodes are the cluster's node names; a is the publisher's gateway
 	// and b the cross-node subscriber's.
 	Nodes []string
+	// Setups are the setups measured, in report order.
+	Setups []Setup
 	// Throughput and Latency hold every run, Runs per setup, in the
 	// order they ran.
 	Throughput, Latency []Run
@@ -119,7 +131,7 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 		return nil, err
 	}
 	defer probes.Close()
-	rep := &CompareReport{Config: cfg, Nodes: cl.Names}
+	rep := &CompareReport{Config: cfg, Nodes: cl.Names, Setups: slices.Clone(Setups)}
 	drv := func(addr string) bench.Driver { return &bench.SluiceDriver{Addr: addr} }
 	a, b := cl.Servers[0].Addr(), cl.Servers[1].Addr()
 	drivers := map[Setup]*Split{
@@ -128,11 +140,26 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 		// pubsub connects the subscriber first: it goes to b.
 		SetupCross: {Drivers: []bench.Driver{drv(b), drv(a)}},
 	}
+	clusters := map[Setup]*Nodes{SetupSame: cl, SetupCross: cl}
+	if cfg.PlainLinks {
+		benchhook.SetPlainNodeLinks(true)
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		plain, err := StartNodes(pctx, 3, true, "p", mutate)
+		pcancel()
+		benchhook.SetPlainNodeLinks(false)
+		if err != nil {
+			return nil, err
+		}
+		defer plain.Close()
+		drivers[SetupCrossPlain] = &Split{Drivers: []bench.Driver{drv(plain.Servers[1].Addr()), drv(plain.Servers[0].Addr())}}
+		clusters[SetupCrossPlain] = plain
+		rep.Setups = append(rep.Setups, SetupCrossPlain)
+	}
 	base := bench.Config{Size: cfg.Size, Count: cfg.Count, Duration: time.Minute, Server: &bench.ProcStat{}}
 	profiled := cfg.Profile == nil
 	for r := 0; r < cfg.Runs; r++ {
 		for _, sc := range []string{"pubsub", "latency"} {
-			for _, setup := range Setups {
+			for _, setup := range rep.Setups {
 				if err := ctx.Err(); err != nil {
 					return rep, err
 				}
@@ -159,7 +186,7 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 				if rerr != nil {
 					run.Err = rerr.Error()
 				}
-				if setup != SetupSingle {
+				if setup == SetupSame || setup == SetupCross {
 					ch := c.Prefix + ".c0"
 					if sc == "latency" {
 						ch = c.Prefix + ".lat"
@@ -176,7 +203,7 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 					// down for a while: let the cluster settle so that
 					// runs stay independent.
 					sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-					if err := cl.WaitMembers(sctx, 3); err != nil {
+					if err := clusters[setup].WaitMembers(sctx, 3); err != nil {
 						run.Err = joinErr(run.Err, err)
 					}
 					scancel()
@@ -244,7 +271,11 @@ type Summary struct {
 // completed without error.
 func (r *CompareReport) Summaries() []Summary {
 	var out []Summary
-	for _, setup := range Setups {
+	setups := r.Setups
+	if setups == nil {
+		setups = Setups
+	}
+	for _, setup := range setups {
 		s := Summary{Setup: setup}
 		var rate, cpu, p50, p99, p999, mx []float64
 		for _, run := range r.Throughput {
