@@ -33,6 +33,32 @@ type page struct {
 	e []entry
 }
 
+// Recycled chunks are kept first on a free list that survives garbage
+// collections, up to KeepLimit bytes, and only beyond it in a sync.Pool
+// (which a GC empties). Memory that was written once is mapped and faulted
+// in; taking a fresh chunk from the heap costs a page fault per 4 KiB on
+// first write, measured at about 85% of the cost of copying a payload into
+// a fresh chunk (BENCHMARKS.md), so a server whose history expires as fast
+// as it grows (the retention budget, TTL) writes into memory it already
+// has. The free list is bounded, so an idle server holds at most
+// KeepLimit bytes of it.
+var (
+	keepMu    sync.Mutex
+	keepList  [numChunkClasses][]*chunk // guarded by keepMu
+	keptBytes int                       // guarded by keepMu
+	keepLimit atomic.Int64
+)
+
+// DefaultKeepLimit is the free list's bound until SetKeepLimit changes it.
+const DefaultKeepLimit = 64 << 20
+
+func init() { keepLimit.Store(DefaultKeepLimit) }
+
+// SetKeepLimit bounds the bytes of recycled chunks kept on the free list
+// (0 keeps none). Safe from any goroutine; chunks already kept when the
+// limit is lowered stay until they are taken.
+func SetKeepLimit(n int) { keepLimit.Store(int64(max(n, 0))) }
+
 var (
 	chunkPools [numChunkClasses]sync.Pool
 	pagePools  [numPageClasses]sync.Pool
@@ -96,6 +122,17 @@ func chunkSize(class int) int {
 // getChunkClass returns a chunk of a pooled class, recycled if possible.
 // Its bytes are not zeroed: every byte a reader can see is written first.
 func getChunkClass(class int) *chunk {
+	keepMu.Lock()
+	if l := keepList[class]; len(l) > 0 {
+		c := l[len(l)-1]
+		l[len(l)-1] = nil
+		keepList[class] = l[:len(l)-1]
+		keptBytes -= len(c.b)
+		keepMu.Unlock()
+		stats.chunkReuses.Add(1)
+		return c
+	}
+	keepMu.Unlock()
 	if c, ok := chunkPools[class].Get().(*chunk); ok {
 		stats.chunkReuses.Add(1)
 		return c
@@ -121,6 +158,14 @@ func putChunk(c *chunk) {
 	if c.class == unpooled {
 		return
 	}
+	keepMu.Lock()
+	if int64(keptBytes+len(c.b)) <= keepLimit.Load() {
+		keepList[c.class] = append(keepList[c.class], c)
+		keptBytes += len(c.b)
+		keepMu.Unlock()
+		return
+	}
+	keepMu.Unlock()
 	chunkPools[c.class].Put(c)
 }
 
