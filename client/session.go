@@ -562,6 +562,10 @@ func (s *session) deliver(sub *Subscription, ev Event) bool {
 		if sub.ended.Load() {
 			return false
 		}
+		if sub.inFn.Load() { // within onData's frame
+			sub.fn(ev)
+			return true
+		}
 		sub.inFn.Store(true)
 		sub.fn(ev)
 		sub.inFn.Store(false)

@@ -118,13 +118,16 @@ type Subscription struct {
 
 	mu         sync.Mutex
 	info       SubInfo
-	subscribed bool   // a SUBSCRIBED arrived at least once
-	cursor     uint64 // next position expected; 0 before the first SUBSCRIBED
-	epoch      uint64 // epoch of the last SUBSCRIBED (0 = unknown)
-	sess       *session
-	err        error // why the subscription ended
-	readyDone  bool
-	retry      *time.Timer
+	subscribed bool // a SUBSCRIBED arrived at least once
+	// cursor is the next position expected (0 before the first
+	// SUBSCRIBED); atomic so that the reader advances it per message
+	// without the lock, written under mu where it changes with epoch.
+	cursor    atomic.Uint64
+	epoch     uint64 // epoch of the last SUBSCRIBED (0 = unknown)
+	sess      *session
+	err       error // why the subscription ended
+	readyDone bool
+	retry     *time.Timer
 }
 
 // Subscribe subscribes to channel and waits for the server's SUBSCRIBED,
@@ -233,8 +236,8 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 func (c *Conn) sendSubscribe(s *session, sub *Subscription) {
 	sub.mu.Lock()
 	kind, arg, epoch := sub.start, sub.arg, sub.epoch
-	if sub.cursor != 0 {
-		kind, arg = wire.StartPosition, sub.cursor
+	if c := sub.cursor.Load(); c != 0 {
+		kind, arg = wire.StartPosition, c
 	}
 	sub.sess = s
 	sub.mu.Unlock()
@@ -384,11 +387,12 @@ func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscri
 		}
 		sub.mu.Lock()
 		sub.epoch = info.Epoch
-		cur := sub.cursor
+		cur := sub.cursor.Load()
 		if cur == 0 || info.First < cur {
 			// The new incarnation numbers from below what was delivered:
 			// start over at its First.
-			sub.cursor, cur = info.First, info.First
+			sub.cursor.Store(info.First)
+			cur = info.First
 		}
 		sub.mu.Unlock()
 		if info.First > cur {
@@ -400,8 +404,8 @@ func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscri
 	case want != 0 && info.First > want:
 		sub.mu.Lock()
 		sub.epoch = info.Epoch
-		if sub.cursor == 0 {
-			sub.cursor = want
+		if sub.cursor.Load() == 0 {
+			sub.cursor.Store(want)
 		}
 		sub.mu.Unlock()
 		// The server starts later than asked: the range before First is
@@ -410,8 +414,8 @@ func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscri
 	default:
 		sub.mu.Lock()
 		sub.epoch = info.Epoch
-		if sub.cursor == 0 {
-			sub.cursor = max(info.First, want)
+		if sub.cursor.Load() == 0 {
+			sub.cursor.Store(max(info.First, want))
 		}
 		sub.mu.Unlock()
 	}
@@ -469,9 +473,11 @@ var errRevoked = &ServerError{Op: "subscribe", Err: wire.Error{Code: wire.CodeFo
 //
 // owned records (a decompressed frame's fresh buffer) are not copied.
 func (sub *Subscription) onData(s *session, first uint64, records []byte, owned bool) {
-	sub.mu.Lock()
-	cur := sub.cursor
-	sub.mu.Unlock()
+	if sub.fn != nil { // one flag for the frame's calls (deliver)
+		sub.inFn.Store(true)
+		defer sub.inFn.Store(false)
+	}
+	cur := sub.cursor.Load()
 	var blk []byte
 	pos := first
 	for rest := records; ; pos++ {
@@ -511,17 +517,13 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte, owned 
 			return
 		}
 		cur = pos + 1
-		sub.mu.Lock()
-		sub.cursor = cur
-		sub.mu.Unlock()
+		sub.cursor.Store(cur)
 	}
 }
 
 // onGap queues a GAP, trimmed to the positions not yet delivered.
 func (sub *Subscription) onGap(s *session, g wire.Gap) {
-	sub.mu.Lock()
-	cur := sub.cursor
-	sub.mu.Unlock()
+	cur := sub.cursor.Load()
 	if cur != 0 {
 		if g.To < cur {
 			return
@@ -542,8 +544,6 @@ func (sub *Subscription) emitGap(s *session, g wire.Gap) bool {
 	if !s.deliver(sub, ev) {
 		return false
 	}
-	sub.mu.Lock()
-	sub.cursor = g.To + 1
-	sub.mu.Unlock()
+	sub.cursor.Store(g.To + 1)
 	return true
 }
