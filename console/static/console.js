@@ -359,7 +359,16 @@ function addRow(ev) {
     tr.dataset.position = String(ev.position);
     cell(tr, String(ev.position), "num");
     cell(tr, now);
-    cell(tr, showPayload(ev.payload), "payload");
+    const td = cell(tr, showPayload(ev.payload), "payload");
+    const meta = [];
+    if (ev.msgId) meta.push(`id ${showPayload(ev.msgId)}`);
+    for (const h of ev.headers ?? []) meta.push(`${h.key}: ${h.value}`);
+    if (meta.length > 0) {
+      const m = document.createElement("div");
+      m.className = "meta";
+      m.textContent = meta.join(" · ");
+      td.prepend(m);
+    }
   } else if (ev.kind === "gap") {
     tr.className = "gap";
     tr.dataset.gap = `${ev.from}-${ev.to}`;

@@ -12,25 +12,39 @@ __export(codec_exports, {
   CODE_UNAUTHENTICATED: () => CODE_UNAUTHENTICATED,
   CODE_UNKNOWN_SUBSCRIPTION: () => CODE_UNKNOWN_SUBSCRIPTION,
   DATA_PREFIX_LEN: () => DATA_PREFIX_LEN,
+  EXT_HEADERS: () => EXT_HEADERS,
+  EXT_MSGID: () => EXT_MSGID,
   ErrorCodes: () => ErrorCodes,
+  FEATURE_HEADERS: () => FEATURE_HEADERS,
+  FEATURE_S2: () => FEATURE_S2,
   FLAG_ACK: () => FLAG_ACK,
   FLAG_COMPRESSED: () => FLAG_COMPRESSED,
+  FLAG_EXT: () => FLAG_EXT,
   FLAG_RETRIABLE: () => FLAG_RETRIABLE,
   FrameType: () => FrameType,
   GapReason: () => GapReason,
   HEADER_LEN: () => HEADER_LEN,
   InvalidChannelError: () => InvalidChannelError,
+  InvalidHeadersError: () => InvalidHeadersError,
   MAX_CHANNEL_LEN: () => MAX_CHANNEL_LEN,
+  MAX_HEADERS: () => MAX_HEADERS,
+  MAX_HEADERS_LEN: () => MAX_HEADERS_LEN,
+  MAX_HEADER_KEY_LEN: () => MAX_HEADER_KEY_LEN,
+  MAX_MSGID_LEN: () => MAX_MSGID_LEN,
   MAX_NAME_LEN: () => MAX_NAME_LEN,
   MAX_TOKEN_LEN: () => MAX_TOKEN_LEN,
   MIN_MAX_BODY: () => MIN_MAX_BODY,
   MalformedFrameError: () => MalformedFrameError,
+  NO_HEADERS: () => NO_HEADERS,
+  RECORD_EXT: () => RECORD_EXT,
   StartKind: () => StartKind,
   VERSION_1: () => VERSION_1,
+  checkExt: () => checkExt,
   codeFatal: () => codeFatal,
   codeName: () => codeName,
   decodeData: () => decodeData,
   decodeError: () => decodeError,
+  decodeExt: () => decodeExt,
   decodeFrame: () => decodeFrame,
   decodeGap: () => decodeGap,
   decodeGoAway: () => decodeGoAway,
@@ -46,6 +60,7 @@ __export(codec_exports, {
   decodeWelcome: () => decodeWelcome,
   encodeData: () => encodeData,
   encodeError: () => encodeError,
+  encodeExt: () => encodeExt,
   encodeGap: () => encodeGap,
   encodeGoAway: () => encodeGoAway,
   encodeHello: () => encodeHello,
@@ -59,6 +74,7 @@ __export(codec_exports, {
   encodeUnsubscribed: () => encodeUnsubscribed,
   encodeWelcome: () => encodeWelcome,
   gapReasonName: () => gapReasonName,
+  hasExt: () => hasExt,
   typeName: () => typeName,
   utf8: () => utf8,
   validChannel: () => validChannel
@@ -93,8 +109,18 @@ function typeName(t) {
   return typeNames[t] ?? `Type(0x${t.toString(16).padStart(2, "0").toUpperCase()})`;
 }
 var FLAG_ACK = 1;
+var FLAG_EXT = 2;
 var FLAG_RETRIABLE = 1;
 var FLAG_COMPRESSED = 128;
+var FEATURE_S2 = 1 << 0;
+var FEATURE_HEADERS = 1 << 1;
+var RECORD_EXT = 2147483648;
+var EXT_MSGID = 1;
+var EXT_HEADERS = 2;
+var MAX_MSGID_LEN = 255;
+var MAX_HEADERS = 64;
+var MAX_HEADERS_LEN = 8192;
+var MAX_HEADER_KEY_LEN = 255;
 var StartKind = { LIVE: 0, EARLIEST: 1, POSITION: 2, LAST: 3, SINCE: 4 };
 var GapReason = { EXPIRED: 1, SLOW: 2, LOST: 3 };
 function gapReasonName(r) {
@@ -146,6 +172,12 @@ var MalformedFrameError = class extends Error {
     this.name = "MalformedFrameError";
   }
 };
+var InvalidHeadersError = class extends Error {
+  constructor(message) {
+    super(`sluice: invalid message headers: ${message}`);
+    this.name = "InvalidHeadersError";
+  }
+};
 var InvalidChannelError = class extends Error {
   constructor(message) {
     super(`sluice: invalid channel name: ${message}`);
@@ -153,6 +185,7 @@ var InvalidChannelError = class extends Error {
   }
 };
 var U64_MAX = (1n << 64n) - 1n;
+var NO_HEADERS = Object.freeze([]);
 var enc = new TextEncoder();
 var dec = new TextDecoder("utf-8", { fatal: false });
 var strictDec = new TextDecoder("utf-8", { fatal: true });
@@ -247,14 +280,126 @@ function encodeWelcome(id, v) {
   }
   return w.buf;
 }
-function encodePublish(id, flags, channel, payload) {
+function encodePublish(id, flags, channel, payload, ext) {
   const ch = typeof channel === "string" ? utf8(channel) : channel;
   mustFit(FrameType.PUBLISH, "channel length", ch.length, MAX_CHANNEL_LEN);
-  const w = frame(FrameType.PUBLISH, flags, id, 1 + ch.length + payload.length);
+  const extended = hasExt(ext);
+  const hs = extended ? encodeHeaderFields(ext.headers ?? []) : null;
+  const body = extended ? extLen(ext.msgId ?? null, hs, payload.length) : payload.length;
+  const w = frame(FrameType.PUBLISH, extended ? flags | FLAG_EXT : flags, id, 1 + ch.length + body);
   w.u8(ch.length);
   w.bytes(ch);
+  if (extended) writeExt(w, ext.msgId ?? null, hs);
   w.bytes(payload);
   return w.buf;
+}
+function hasExt(ext) {
+  return !!ext && ((ext.msgId?.length ?? 0) > 0 || (ext.headers?.length ?? 0) > 0);
+}
+function encodeHeaderFields(hs) {
+  return hs.map((h) => [utf8(h.key), utf8(h.value)]);
+}
+function headersLen(hs) {
+  let n = 0;
+  for (const [k, v] of hs) n += 1 + k.length + 2 + v.length;
+  return n;
+}
+function extLen(msgId, hs, payloadLen) {
+  let n = 1 + payloadLen;
+  if (msgId && msgId.length > 0) n += 1 + msgId.length;
+  if (hs.length > 0) n += 2 + headersLen(hs);
+  return n;
+}
+function writeExt(w, msgId, hs) {
+  const hasID = !!msgId && msgId.length > 0;
+  w.u8((hasID ? EXT_MSGID : 0) | (hs.length > 0 ? EXT_HEADERS : 0));
+  if (hasID) {
+    mustFit(FrameType.PUBLISH, "message id length", msgId.length, MAX_MSGID_LEN);
+    w.u8(msgId.length);
+    w.bytes(msgId);
+  }
+  if (hs.length > 0) {
+    w.u16(headersLen(hs));
+    for (const [k, v] of hs) {
+      mustFit(FrameType.PUBLISH, "header key length", k.length, MAX_HEADER_KEY_LEN);
+      mustFit(FrameType.PUBLISH, "header value length", v.length, 65535);
+      w.u8(k.length);
+      w.bytes(k);
+      w.u16(v.length);
+      w.bytes(v);
+    }
+  }
+}
+function encodeExt(ext, payload) {
+  if (!hasExt(ext)) throw new RangeError("encodeExt without a message id or headers");
+  const hs = encodeHeaderFields(ext.headers ?? []);
+  const w = new Writer(extLen(ext.msgId ?? null, hs, payload.length));
+  writeExt(w, ext.msgId ?? null, hs);
+  w.bytes(payload);
+  return w.buf;
+}
+var tokenByte = (c) => c >= 97 && c <= 122 || c >= 65 && c <= 90 || c >= 48 && c <= 57 || "!#$%&'*+-.^_`|~".includes(String.fromCharCode(c));
+function checkExt(ext) {
+  if (ext.msgId && (ext.msgId.length === 0 || ext.msgId.length > MAX_MSGID_LEN)) {
+    throw new InvalidHeadersError(`message id length ${ext.msgId.length} outside 1..${MAX_MSGID_LEN}`);
+  }
+  const hs = ext.headers ?? [];
+  if (hs.length > MAX_HEADERS) throw new InvalidHeadersError(`${hs.length} headers, at most ${MAX_HEADERS}`);
+  const enc2 = encodeHeaderFields(hs);
+  const n = headersLen(enc2);
+  if (n > MAX_HEADERS_LEN) throw new InvalidHeadersError(`header block of ${n} bytes, at most ${MAX_HEADERS_LEN}`);
+  enc2.forEach(([k, v], i) => {
+    const key = hs[i].key;
+    if (k.length === 0 || k.length > MAX_HEADER_KEY_LEN) {
+      throw new InvalidHeadersError(`key length ${k.length} outside 1..${MAX_HEADER_KEY_LEN}`);
+    }
+    k.forEach((c, j) => {
+      if (!tokenByte(c)) throw new InvalidHeadersError(`key ${JSON.stringify(key)}: byte 0x${c.toString(16)} at ${j} is not a token character`);
+    });
+    if (hasLoneSurrogate(hs[i].value)) throw new InvalidHeadersError(`header ${JSON.stringify(key)}: value is not valid UTF-8`);
+    v.forEach((c, j) => {
+      if (c < 32 && c !== 9 || c === 127) {
+        throw new InvalidHeadersError(`header ${JSON.stringify(key)}: value has control character 0x${c.toString(16)} at ${j}`);
+      }
+    });
+  });
+}
+function decodeExt(body, frameName = "DATA") {
+  const d = new Reader(body, frameName);
+  const f = d.u8("ext flags");
+  if (d.err === null && f === 0) d.fail("extended record without a message id or headers");
+  if (d.err === null && (f & ~(EXT_MSGID | EXT_HEADERS)) !== 0) d.fail(`ext flags 0x${f.toString(16).padStart(2, "0")}: undefined bits`);
+  let msgId = null;
+  const headers = [];
+  if (d.err === null && (f & EXT_MSGID) !== 0) {
+    const n = d.u8("message id length");
+    if (d.err === null && n === 0) d.fail("empty message id");
+    msgId = d.bytes(n, "message id");
+  }
+  if (d.err === null && (f & EXT_HEADERS) !== 0) {
+    const n = d.u16("headers length");
+    if (d.err === null && (n === 0 || n > MAX_HEADERS_LEN)) d.fail(`headers length ${n} outside 1..${MAX_HEADERS_LEN}`);
+    const block = d.bytes(n, "header block");
+    if (d.err === null) {
+      const hv = new DataView(block.buffer, block.byteOffset, block.byteLength);
+      for (let off = 0, i = 0; off < block.length; i++) {
+        if (i === MAX_HEADERS) throw new MalformedFrameError(`${frameName}: more than ${MAX_HEADERS} headers`);
+        const k = block[off];
+        if (block.length - off < 1 + k + 2) throw new MalformedFrameError(`${frameName}: header ${i} overruns the header block`);
+        const v = hv.getUint16(off + 1 + k);
+        if (block.length - off < 1 + k + 2 + v) throw new MalformedFrameError(`${frameName}: header ${i} overruns the header block`);
+        if (k === 0) throw new MalformedFrameError(`${frameName}: header ${i} has an empty key`);
+        headers.push({
+          key: dec.decode(block.subarray(off + 1, off + 1 + k)),
+          value: dec.decode(block.subarray(off + 3 + k, off + 3 + k + v))
+        });
+        off += 3 + k + v;
+      }
+    }
+  }
+  const payload = d.rest();
+  d.check();
+  return { payload, msgId, headers };
 }
 function encodePubAck(acks) {
   mustFit(FrameType.PUBACK, "ack count", acks.length, 65535);
@@ -297,15 +442,19 @@ function encodeUnsubscribed(id, subID) {
   w.u32(subID);
   return w.buf;
 }
-function encodeData(subID, first, payloads) {
+function encodeData(subID, first, records) {
+  const bodies = records.map(
+    (r) => r instanceof Uint8Array ? { ext: false, b: r } : hasExt(r) ? { ext: true, b: encodeExt(r, r.payload) } : { ext: false, b: r.payload }
+  );
   let n = DATA_PREFIX_LEN;
-  for (const p of payloads) n += 4 + p.length;
+  for (const r of bodies) n += 4 + r.b.length;
   const w = frame(FrameType.DATA, 0, subID, n);
   w.u64(checkU64(first, "first"));
-  w.u32(payloads.length);
-  for (const p of payloads) {
-    w.u32(p.length);
-    w.bytes(p);
+  w.u32(bodies.length);
+  for (const r of bodies) {
+    if (r.b.length > 2147483647) throw new RangeError(`DATA record of ${r.b.length} bytes`);
+    w.u32(r.ext ? (RECORD_EXT | r.b.length) >>> 0 : r.b.length);
+    w.bytes(r.b);
   }
   return w.buf;
 }
@@ -459,7 +608,7 @@ function decodeWelcome(body) {
   d.check();
   return w;
 }
-function decodePublish(body) {
+function decodePublish(body, flags = 0) {
   const d = new Reader(body, "PUBLISH");
   const cl = d.u8("channelLen");
   if (d.err === null && cl === 0) d.fail("empty channel");
@@ -467,6 +616,10 @@ function decodePublish(body) {
   const channel = d.bytes(cl, "channel");
   const payload = d.rest();
   d.check();
+  if ((flags & FLAG_EXT) !== 0) {
+    const e = decodeExt(payload, "PUBLISH");
+    return { channel, payload: e.payload, msgId: e.msgId, headers: e.headers };
+  }
   return { channel, payload };
 }
 function decodePubAck(body) {
@@ -536,7 +689,7 @@ function decodeData(body) {
   }
   d.check();
   const rv = new DataView(records.buffer, records.byteOffset, records.byteLength);
-  const payloads = new Array(count);
+  const out = new Array(count);
   let off = 0;
   for (let i = 0; i < count; i++) {
     if (records.length - off < 4) {
@@ -544,20 +697,22 @@ function decodeData(body) {
         `DATA: record ${i} of ${count}: length field at offset ${DATA_PREFIX_LEN + off} overruns the body (${body.length} bytes)`
       );
     }
-    const n = rv.getUint32(off);
+    const word = rv.getUint32(off);
+    const n = (word & ~RECORD_EXT) >>> 0;
     off += 4;
     if (n > records.length - off) {
       throw new MalformedFrameError(
         `DATA: record ${i} of ${count}: length ${n} at offset ${DATA_PREFIX_LEN + off - 4} overruns the body (${body.length} bytes)`
       );
     }
-    payloads[i] = records.subarray(off, off + n);
+    const rb = records.subarray(off, off + n);
+    out[i] = (word & RECORD_EXT) !== 0 ? decodeExt(rb, "DATA") : { payload: rb, msgId: null, headers: NO_HEADERS };
     off += n;
   }
   if (off !== records.length) {
     throw new MalformedFrameError(`DATA: ${records.length - off} trailing bytes after ${count} records`);
   }
-  return { first, payloads };
+  return { first, records: out };
 }
 function decodeGap(body) {
   const d = new Reader(body, "GAP");
@@ -755,6 +910,7 @@ var HEALTHY_SESSION_MS = 1e3;
 var GOAWAY_GRACE_MS = 2e3;
 var NOACK_QUEUE_LIMIT = 1 << 20;
 var DRAIN_POLL_MS = 5;
+var OFFERED_FEATURES = FEATURE_HEADERS;
 var MAX_AUTH_REFUSALS = 2;
 var State = { OPEN: 0, DRAINING: 1, CLOSED: 2 };
 function toBytes(p) {
@@ -768,6 +924,14 @@ function callbackThrew(logger, what, e) {
   const g = globalThis;
   if (typeof g.reportError === "function") g.reportError(e);
   else console.error(`sluice: ${what} callback threw`, e);
+}
+function extOf(o) {
+  if (o.msgId === void 0 && o.headers === void 0) return null;
+  const msgId = o.msgId === void 0 ? null : toBytes(o.msgId);
+  const pairs = o.headers === void 0 ? [] : Array.isArray(o.headers) ? o.headers : Object.entries(o.headers);
+  const ext = { msgId, headers: pairs.map(([key, value]) => ({ key: String(key), value: String(value) })) };
+  checkExt(ext);
+  return hasExt(ext) ? ext : null;
 }
 function abortReason(signal) {
   return signal.reason ?? new DOMException("aborted", "AbortError");
@@ -936,7 +1100,7 @@ var Client = class {
           encodeHello(helloID, {
             minVersion: VERSION_1,
             maxVersion: VERSION_1,
-            features: 0,
+            features: OFFERED_FEATURES,
             name: this.opts.name,
             token: this.opts.token
           })
@@ -972,7 +1136,9 @@ var Client = class {
       if (f.header.id !== helloID) throw new ProtocolError(`WELCOME id ${f.header.id}, HELLO id ${helloID}`);
       if (w.version !== VERSION_1) throw new ProtocolError(`WELCOME chose version ${w.version}, offered 1..1`);
       if (w.maxBody < MIN_MAX_BODY) throw new ProtocolError(`WELCOME maxBody ${w.maxBody} < ${MIN_MAX_BODY}`);
-      if (w.features !== 0) throw new ProtocolError(`WELCOME accepted features 0x${w.features.toString(16)} that were not offered`);
+      if ((w.features & ~OFFERED_FEATURES) !== 0) {
+        throw new ProtocolError(`WELCOME accepted features 0x${(w.features & ~OFFERED_FEATURES).toString(16)} that were not offered`);
+      }
       return w;
     } catch (e) {
       if (e instanceof MalformedFrameError) throw new ProtocolError(e.message, e);
@@ -1121,7 +1287,7 @@ var Client = class {
    * message may or may not be stored; it is not sent again).
    */
   publish(channel, payload, opts = {}) {
-    return this.enqueue(channel, payload, true, opts.signal);
+    return this.enqueue(channel, payload, true, opts);
   }
   /**
    * Publishes without asking for an acknowledgement (at most once): it
@@ -1132,7 +1298,7 @@ var Client = class {
    * bound.
    */
   publishNoAck(channel, payload, opts = {}) {
-    return this.enqueue(channel, payload, false, opts.signal);
+    return this.enqueue(channel, payload, false, opts);
   }
   /** The channel name validated last and its bytes: a publisher repeating its channel checks it once. */
   lastChannel = "";
@@ -1144,18 +1310,21 @@ var Client = class {
     this.lastChannelBytes = b;
     return b;
   }
-  enqueue(channel, payload, ack, signal) {
+  enqueue(channel, payload, ack, opts) {
+    const signal = opts.signal;
     let ch, pl;
+    let ext = null;
     try {
       ch = this.channelBytes(channel);
       pl = toBytes(payload);
+      ext = extOf(opts);
       this.usable();
       if (signal?.aborted) throw abortReason(signal);
     } catch (e) {
       return Promise.reject(e);
     }
     return new Promise((resolve, reject) => {
-      const entry = { channel: ch, payload: pl, ack, resolve, reject, signal };
+      const entry = { channel: ch, payload: pl, ext, ack, resolve, reject, signal };
       if (signal) {
         entry.onAbort = () => {
           const i = this.queued.indexOf(entry);
@@ -1197,16 +1366,20 @@ var Client = class {
         q.reject(new PayloadTooLargeError(`sluice: payload of ${q.payload.length} bytes, server max ${s.welcome.maxPayload}`));
         continue;
       }
+      if (q.ext && (s.welcome.features & FEATURE_HEADERS) === 0) {
+        q.reject(new InvalidOptionError("sluice: this server does not accept message ids or headers (no FeatureHeaders)"));
+        continue;
+      }
       if (q.ack) {
         this.inflight++;
-        s.sendPublish(q.channel, q.payload, {
+        s.sendPublish(q.channel, q.payload, q.ext, {
           resolve: q.resolve,
           reject: q.reject,
           signal: q.signal,
           settled: false
         });
       } else {
-        s.send(encodePublish(this.nextReq(), 0, q.channel, q.payload));
+        s.send(encodePublish(this.nextReq(), 0, q.channel, q.payload, q.ext ?? void 0));
         q.resolve(void 0);
       }
     }
@@ -1387,14 +1560,14 @@ var Session = class {
       this.fail(new DisconnectedError(`write: ${e instanceof Error ? e.message : e}`, e));
     }
   }
-  sendPublish(channel, payload, pe) {
+  sendPublish(channel, payload, ext, pe) {
     const id = this.c.nextReq();
     this.pending.set(id, pe);
     if (pe.signal) {
       pe.onAbort = () => this.settle(pe, null, new UnknownOutcomeError(abortReason(pe.signal)), false);
       pe.signal.addEventListener("abort", pe.onAbort, { once: true });
     }
-    this.send(encodePublish(id, FLAG_ACK, channel, payload));
+    this.send(encodePublish(id, FLAG_ACK, channel, payload, ext ?? void 0));
   }
   /**
    * Reports a publish's outcome to its caller (once) and, when the server
@@ -1465,10 +1638,10 @@ var Session = class {
         return;
       case FrameType.DATA: {
         const d = decodeData(body);
-        if (d.first === 0n || d.first + BigInt(d.payloads.length) > (1n << 64n) - 1n) {
-          throw new ProtocolError(`DATA positions ${d.first}+${d.payloads.length} out of range`);
+        if (d.first === 0n || d.first + BigInt(d.records.length) > (1n << 64n) - 1n) {
+          throw new ProtocolError(`DATA positions ${d.first}+${d.records.length} out of range`);
         }
-        this.subs.get(h.id)?.onData(this, d.first, d.payloads);
+        this.subs.get(h.id)?.onData(this, d.first, d.records);
         return;
       }
       case FrameType.GAP: {
@@ -1757,9 +1930,9 @@ var Subscription = class {
     this.end(err);
   }
   /** @internal Delivers a DATA frame's messages; duplicates dropped, a hole before first is a gap (lost). */
-  onData(_s, first, payloads) {
+  onData(_s, first, records) {
     let pos = first;
-    for (const p of payloads) {
+    for (const r of records) {
       const cur = this.cursor;
       if (cur !== 0n && pos < cur) {
         pos++;
@@ -1768,7 +1941,15 @@ var Subscription = class {
       if (cur !== 0n && pos > cur) {
         if (!this.emitGap({ from: cur, to: pos - 1n, reason: GapReason.LOST })) return;
       }
-      if (!this.deliver({ kind: "message", channel: this.channel, position: pos, payload: p.slice() })) return;
+      const ev = {
+        kind: "message",
+        channel: this.channel,
+        position: pos,
+        payload: r.payload.slice(),
+        msgId: r.msgId ? r.msgId.slice() : null,
+        headers: r.headers
+      };
+      if (!this.deliver(ev)) return;
       this.cursor = pos + 1n;
       pos++;
     }
@@ -1806,6 +1987,7 @@ export {
   DisconnectedError,
   DrainingError,
   InvalidChannelError,
+  InvalidHeadersError,
   InvalidOptionError,
   MalformedFrameError,
   PayloadTooLargeError,

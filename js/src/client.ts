@@ -35,6 +35,11 @@ const GOAWAY_GRACE_MS = 2_000;
 const NOACK_QUEUE_LIMIT = 1 << 20;
 /** How often a publish waiting for the socket to drain looks again. */
 const DRAIN_POLL_MS = 5;
+/**
+ * The features offered in HELLO: message ids and headers. (Not S2: a
+ * browser has no S2 codec, and payloads then always travel as they are.)
+ */
+const OFFERED_FEATURES = codec.FEATURE_HEADERS;
 /** Handshakes in a row refused as UNAUTHENTICATED that end reconnecting. */
 const MAX_AUTH_REFUSALS = 2;
 
@@ -113,6 +118,16 @@ export interface SubscribeOptions {
 
 export interface PublishOptions {
   /**
+   * A message id (1..255 bytes; a string is sent as UTF-8). The server
+   * stores a message with an id it stored on the channel within its dedup
+   * window only once and acknowledges the repeat with the first one's
+   * position: after an UnknownOutcomeError, publishing again with the same
+   * id is safe.
+   */
+  msgId?: string | Uint8Array;
+  /** Headers (e.g. traceparent, content-type): an object or [key, value] pairs; keys may repeat in pairs. */
+  headers?: Record<string, string> | Array<[string, string]>;
+  /**
    * Aborts the publish: before it was sent it is not sent and the promise
    * rejects with the signal's reason; after, the promise rejects with an
    * UnknownOutcomeError (the message may have been stored).
@@ -126,6 +141,10 @@ export interface MessageEvent {
   channel: string;
   position: bigint;
   payload: Uint8Array;
+  /** The publisher's message id, or null. */
+  msgId: Uint8Array | null;
+  /** The message's headers, in the publisher's order (empty when none; do not modify). */
+  headers: codec.HeaderField[];
 }
 
 /** Positions from..to (inclusive) will never be delivered. */
@@ -165,6 +184,7 @@ type Payload = Uint8Array | ArrayBuffer | string;
 interface Queued {
   channel: Uint8Array;
   payload: Uint8Array;
+  ext: codec.Ext | null;
   ack: boolean;
   resolve(v: unknown): void;
   reject(e: unknown): void;
@@ -203,6 +223,16 @@ function callbackThrew(logger: Logger | undefined, what: string, e: unknown) {
   const g = globalThis as { reportError?: (e: unknown) => void };
   if (typeof g.reportError === "function") g.reportError(e);
   else console.error(`sluice: ${what} callback threw`, e);
+}
+
+/** The message id and headers of publish options, checked; null when there are none. */
+function extOf(o: PublishOptions): codec.Ext | null {
+  if (o.msgId === undefined && o.headers === undefined) return null;
+  const msgId = o.msgId === undefined ? null : toBytes(o.msgId);
+  const pairs = o.headers === undefined ? [] : Array.isArray(o.headers) ? o.headers : Object.entries(o.headers);
+  const ext: codec.Ext = { msgId, headers: pairs.map(([key, value]) => ({ key: String(key), value: String(value) })) };
+  codec.checkExt(ext);
+  return codec.hasExt(ext) ? ext : null;
 }
 
 function abortReason(signal: AbortSignal): unknown {
@@ -427,7 +457,7 @@ export class Client {
           codec.encodeHello(helloID, {
             minVersion: codec.VERSION_1,
             maxVersion: codec.VERSION_1,
-            features: 0,
+            features: OFFERED_FEATURES,
             name: this.opts.name,
             token: this.opts.token,
           }),
@@ -465,7 +495,9 @@ export class Client {
       if (f.header.id !== helloID) throw new ProtocolError(`WELCOME id ${f.header.id}, HELLO id ${helloID}`);
       if (w.version !== codec.VERSION_1) throw new ProtocolError(`WELCOME chose version ${w.version}, offered 1..1`);
       if (w.maxBody < codec.MIN_MAX_BODY) throw new ProtocolError(`WELCOME maxBody ${w.maxBody} < ${codec.MIN_MAX_BODY}`);
-      if (w.features !== 0) throw new ProtocolError(`WELCOME accepted features 0x${w.features.toString(16)} that were not offered`);
+      if ((w.features & ~OFFERED_FEATURES) !== 0) {
+        throw new ProtocolError(`WELCOME accepted features 0x${(w.features & ~OFFERED_FEATURES).toString(16)} that were not offered`);
+      }
       return w;
     } catch (e) {
       if (e instanceof codec.MalformedFrameError) throw new ProtocolError(e.message, e);
@@ -625,7 +657,7 @@ export class Client {
    * message may or may not be stored; it is not sent again).
    */
   publish(channel: string, payload: Payload, opts: PublishOptions = {}): Promise<bigint> {
-    return this.enqueue(channel, payload, true, opts.signal) as Promise<bigint>;
+    return this.enqueue(channel, payload, true, opts) as Promise<bigint>;
   }
 
   /**
@@ -637,7 +669,7 @@ export class Client {
    * bound.
    */
   publishNoAck(channel: string, payload: Payload, opts: PublishOptions = {}): Promise<void> {
-    return this.enqueue(channel, payload, false, opts.signal) as Promise<void>;
+    return this.enqueue(channel, payload, false, opts) as Promise<void>;
   }
 
   /** The channel name validated last and its bytes: a publisher repeating its channel checks it once. */
@@ -652,18 +684,21 @@ export class Client {
     return b;
   }
 
-  private enqueue(channel: string, payload: Payload, ack: boolean, signal?: AbortSignal): Promise<unknown> {
+  private enqueue(channel: string, payload: Payload, ack: boolean, opts: PublishOptions): Promise<unknown> {
+    const signal = opts.signal;
     let ch: Uint8Array, pl: Uint8Array;
+    let ext: codec.Ext | null = null;
     try {
       ch = this.channelBytes(channel);
       pl = toBytes(payload);
+      ext = extOf(opts);
       this.usable();
       if (signal?.aborted) throw abortReason(signal);
     } catch (e) {
       return Promise.reject(e);
     }
     return new Promise((resolve, reject) => {
-      const entry: Queued = { channel: ch, payload: pl, ack, resolve, reject, signal };
+      const entry: Queued = { channel: ch, payload: pl, ext, ack, resolve, reject, signal };
       if (signal) {
         entry.onAbort = () => {
           const i = this.queued.indexOf(entry);
@@ -708,16 +743,20 @@ export class Client {
         q.reject(new PayloadTooLargeError(`sluice: payload of ${q.payload.length} bytes, server max ${s.welcome.maxPayload}`));
         continue;
       }
+      if (q.ext && (s.welcome.features & codec.FEATURE_HEADERS) === 0) {
+        q.reject(new InvalidOptionError("sluice: this server does not accept message ids or headers (no FeatureHeaders)"));
+        continue;
+      }
       if (q.ack) {
         this.inflight++;
-        s.sendPublish(q.channel, q.payload, {
+        s.sendPublish(q.channel, q.payload, q.ext, {
           resolve: q.resolve as (pos: bigint) => void,
           reject: q.reject,
           signal: q.signal,
           settled: false,
         });
       } else {
-        s.send(codec.encodePublish(this.nextReq(), 0, q.channel, q.payload));
+        s.send(codec.encodePublish(this.nextReq(), 0, q.channel, q.payload, q.ext ?? undefined));
         q.resolve(undefined);
       }
     }
@@ -920,14 +959,14 @@ export class Session {
     }
   }
 
-  sendPublish(channel: Uint8Array, payload: Uint8Array, pe: Pending) {
+  sendPublish(channel: Uint8Array, payload: Uint8Array, ext: codec.Ext | null, pe: Pending) {
     const id = this.c.nextReq();
     this.pending.set(id, pe);
     if (pe.signal) {
       pe.onAbort = () => this.settle(pe, null, new UnknownOutcomeError(abortReason(pe.signal!)), false);
       pe.signal.addEventListener("abort", pe.onAbort, { once: true });
     }
-    this.send(codec.encodePublish(id, codec.FLAG_ACK, channel, payload));
+    this.send(codec.encodePublish(id, codec.FLAG_ACK, channel, payload, ext ?? undefined));
   }
 
   /**
@@ -1005,10 +1044,10 @@ export class Session {
         return;
       case codec.FrameType.DATA: {
         const d = codec.decodeData(body);
-        if (d.first === 0n || d.first + BigInt(d.payloads.length) > (1n << 64n) - 1n) {
-          throw new ProtocolError(`DATA positions ${d.first}+${d.payloads.length} out of range`);
+        if (d.first === 0n || d.first + BigInt(d.records.length) > (1n << 64n) - 1n) {
+          throw new ProtocolError(`DATA positions ${d.first}+${d.records.length} out of range`);
         }
-        this.subs.get(h.id)?.onData(this, d.first, d.payloads);
+        this.subs.get(h.id)?.onData(this, d.first, d.records);
         return;
       }
       case codec.FrameType.GAP: {
@@ -1317,9 +1356,9 @@ export class Subscription implements AsyncIterable<SubEvent> {
   }
 
   /** @internal Delivers a DATA frame's messages; duplicates dropped, a hole before first is a gap (lost). */
-  onData(_s: Session, first: bigint, payloads: Uint8Array[]) {
+  onData(_s: Session, first: bigint, records: codec.DataRecord[]) {
     let pos = first;
-    for (const p of payloads) {
+    for (const r of records) {
       const cur = this.cursor;
       if (cur !== 0n && pos < cur) {
         pos++;
@@ -1329,7 +1368,15 @@ export class Subscription implements AsyncIterable<SubEvent> {
         if (!this.emitGap({ from: cur, to: pos - 1n, reason: codec.GapReason.LOST })) return;
       }
       // Copy: the payload belongs to the application, not to the frame's buffer.
-      if (!this.deliver({ kind: "message", channel: this.channel, position: pos, payload: p.slice() })) return;
+      const ev: MessageEvent = {
+        kind: "message",
+        channel: this.channel,
+        position: pos,
+        payload: r.payload.slice(),
+        msgId: r.msgId ? r.msgId.slice() : null,
+        headers: r.headers,
+      };
+      if (!this.deliver(ev)) return;
       this.cursor = pos + 1n;
       pos++;
     }

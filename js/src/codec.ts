@@ -48,8 +48,23 @@ export function typeName(t: number): string {
 }
 
 export const FLAG_ACK = 0x01;
+/** On PUBLISH: the body after the channel is an extended record body (PROTOCOL.md 2.14). */
+export const FLAG_EXT = 0x02;
 export const FLAG_RETRIABLE = 0x01;
 export const FLAG_COMPRESSED = 0x80;
+
+/** Feature bits of HELLO and WELCOME (PROTOCOL.md 2.13). */
+export const FEATURE_S2 = 1 << 0;
+export const FEATURE_HEADERS = 1 << 1;
+
+/** A record length word's top bit: the record is extended (PROTOCOL.md 2.14). */
+export const RECORD_EXT = 0x80000000;
+export const EXT_MSGID = 0x01;
+export const EXT_HEADERS = 0x02;
+export const MAX_MSGID_LEN = 255;
+export const MAX_HEADERS = 64;
+export const MAX_HEADERS_LEN = 8192;
+export const MAX_HEADER_KEY_LEN = 255;
 
 /** Start kinds of SUBSCRIBE (PROTOCOL.md 2.5). */
 export const StartKind = { LIVE: 0, EARLIEST: 1, POSITION: 2, LAST: 3, SINCE: 4 } as const;
@@ -112,6 +127,14 @@ export class MalformedFrameError extends Error {
   constructor(message: string) {
     super(`sluice: malformed frame: ${message}`);
     this.name = "MalformedFrameError";
+  }
+}
+
+/** Headers or a message id that break the rules of PROTOCOL.md 2.14. */
+export class InvalidHeadersError extends Error {
+  constructor(message: string) {
+    super(`sluice: invalid message headers: ${message}`);
+    this.name = "InvalidHeadersError";
   }
 }
 
@@ -194,13 +217,34 @@ export interface GoAway {
   text: string;
 }
 
+/** One header entry of a message; keys may repeat and keep their order. */
+export interface HeaderField {
+  key: string;
+  value: string;
+}
+
+/** A message id and headers (either may be absent). */
+export interface Ext {
+  msgId?: Uint8Array | null;
+  headers?: HeaderField[] | null;
+}
+
+/** A record of a DATA frame: its payload and, for an extended record, id and headers. */
+export interface DataRecord {
+  payload: Uint8Array;
+  msgId: Uint8Array | null;
+  headers: HeaderField[];
+}
+
 export interface Data {
   first: bigint;
-  /** The payloads, at positions first, first+1, ...; views into the frame. */
-  payloads: Uint8Array[];
+  /** The records, at positions first, first+1, ...; payloads are views into the frame. */
+  records: DataRecord[];
 }
 
 const U64_MAX = (1n << 64n) - 1n;
+/** The headers of a record without any (shared, frozen). */
+export const NO_HEADERS: HeaderField[] = Object.freeze([]) as unknown as HeaderField[];
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { fatal: false });
 const strictDec = new TextDecoder("utf-8", { fatal: true });
@@ -307,15 +351,164 @@ export function encodeWelcome(id: number, v: Welcome): Uint8Array {
   return w.buf;
 }
 
-/** A PUBLISH frame; flags FLAG_ACK asks for a PUBACK for id. */
-export function encodePublish(id: number, flags: number, channel: string | Uint8Array, payload: Uint8Array): Uint8Array {
+/**
+ * A PUBLISH frame; flags FLAG_ACK asks for a PUBACK for id. With a message
+ * id or headers (only after FEATURE_HEADERS was negotiated) the body after
+ * the channel is an extended record body and FLAG_EXT is set; check them
+ * with checkExt first.
+ */
+export function encodePublish(
+  id: number,
+  flags: number,
+  channel: string | Uint8Array,
+  payload: Uint8Array,
+  ext?: Ext,
+): Uint8Array {
   const ch = typeof channel === "string" ? utf8(channel) : channel;
   mustFit(FrameType.PUBLISH, "channel length", ch.length, MAX_CHANNEL_LEN);
-  const w = frame(FrameType.PUBLISH, flags, id, 1 + ch.length + payload.length);
+  const extended = hasExt(ext);
+  const hs = extended ? encodeHeaderFields(ext!.headers ?? []) : null;
+  const body = extended ? extLen(ext!.msgId ?? null, hs!, payload.length) : payload.length;
+  const w = frame(FrameType.PUBLISH, extended ? flags | FLAG_EXT : flags, id, 1 + ch.length + body);
   w.u8(ch.length);
   w.bytes(ch);
+  if (extended) writeExt(w, ext!.msgId ?? null, hs!);
   w.bytes(payload);
   return w.buf;
+}
+
+/** Whether ext carries a message id or headers. */
+export function hasExt(ext: Ext | undefined | null): boolean {
+  return !!ext && ((ext.msgId?.length ?? 0) > 0 || (ext.headers?.length ?? 0) > 0);
+}
+
+type EncodedField = [Uint8Array, Uint8Array];
+
+function encodeHeaderFields(hs: HeaderField[]): EncodedField[] {
+  return hs.map((h) => [utf8(h.key), utf8(h.value)]);
+}
+
+function headersLen(hs: EncodedField[]): number {
+  let n = 0;
+  for (const [k, v] of hs) n += 1 + k.length + 2 + v.length;
+  return n;
+}
+
+function extLen(msgId: Uint8Array | null, hs: EncodedField[], payloadLen: number): number {
+  let n = 1 + payloadLen;
+  if (msgId && msgId.length > 0) n += 1 + msgId.length;
+  if (hs.length > 0) n += 2 + headersLen(hs);
+  return n;
+}
+
+function writeExt(w: Writer, msgId: Uint8Array | null, hs: EncodedField[]) {
+  const hasID = !!msgId && msgId.length > 0;
+  w.u8((hasID ? EXT_MSGID : 0) | (hs.length > 0 ? EXT_HEADERS : 0));
+  if (hasID) {
+    mustFit(FrameType.PUBLISH, "message id length", msgId!.length, MAX_MSGID_LEN);
+    w.u8(msgId!.length);
+    w.bytes(msgId!);
+  }
+  if (hs.length > 0) {
+    w.u16(headersLen(hs));
+    for (const [k, v] of hs) {
+      mustFit(FrameType.PUBLISH, "header key length", k.length, MAX_HEADER_KEY_LEN);
+      mustFit(FrameType.PUBLISH, "header value length", v.length, 0xffff);
+      w.u8(k.length);
+      w.bytes(k);
+      w.u16(v.length);
+      w.bytes(v);
+    }
+  }
+}
+
+/** An extended record body (without its length word): ext flags, id, headers, payload. */
+export function encodeExt(ext: Ext, payload: Uint8Array): Uint8Array {
+  if (!hasExt(ext)) throw new RangeError("encodeExt without a message id or headers");
+  const hs = encodeHeaderFields(ext.headers ?? []);
+  const w = new Writer(extLen(ext.msgId ?? null, hs, payload.length));
+  writeExt(w, ext.msgId ?? null, hs);
+  w.bytes(payload);
+  return w.buf;
+}
+
+const tokenByte = (c: number) =>
+  (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || "!#$%&'*+-.^_`|~".includes(String.fromCharCode(c));
+
+/**
+ * Checks a message id (1..255 bytes) and headers (at most 64; keys of
+ * 1..255 HTTP token characters; values of UTF-8 without control characters
+ * other than tab; a block of at most 8192 bytes) as the server does, and
+ * throws InvalidHeadersError.
+ */
+export function checkExt(ext: Ext) {
+  if (ext.msgId && (ext.msgId.length === 0 || ext.msgId.length > MAX_MSGID_LEN)) {
+    throw new InvalidHeadersError(`message id length ${ext.msgId.length} outside 1..${MAX_MSGID_LEN}`);
+  }
+  const hs = ext.headers ?? [];
+  if (hs.length > MAX_HEADERS) throw new InvalidHeadersError(`${hs.length} headers, at most ${MAX_HEADERS}`);
+  const enc = encodeHeaderFields(hs);
+  const n = headersLen(enc);
+  if (n > MAX_HEADERS_LEN) throw new InvalidHeadersError(`header block of ${n} bytes, at most ${MAX_HEADERS_LEN}`);
+  enc.forEach(([k, v], i) => {
+    const key = hs[i].key;
+    if (k.length === 0 || k.length > MAX_HEADER_KEY_LEN) {
+      throw new InvalidHeadersError(`key length ${k.length} outside 1..${MAX_HEADER_KEY_LEN}`);
+    }
+    k.forEach((c, j) => {
+      if (!tokenByte(c)) throw new InvalidHeadersError(`key ${JSON.stringify(key)}: byte 0x${c.toString(16)} at ${j} is not a token character`);
+    });
+    if (hasLoneSurrogate(hs[i].value)) throw new InvalidHeadersError(`header ${JSON.stringify(key)}: value is not valid UTF-8`);
+    v.forEach((c, j) => {
+      if ((c < 0x20 && c !== 0x09) || c === 0x7f) {
+        throw new InvalidHeadersError(`header ${JSON.stringify(key)}: value has control character 0x${c.toString(16)} at ${j}`);
+      }
+    });
+  });
+}
+
+/**
+ * Decodes an extended record body, checking its layout: the ext flags (at
+ * least one of MSGID, HEADERS; no other bit), the id (1..255 bytes) and
+ * header block (1..8192 bytes of at most 64 whole entries with non-empty
+ * keys). The payload is a view into body.
+ */
+export function decodeExt(body: Uint8Array, frameName = "DATA"): DataRecord {
+  const d = new Reader(body, frameName);
+  const f = d.u8("ext flags");
+  if (d.err === null && f === 0) d.fail("extended record without a message id or headers");
+  if (d.err === null && (f & ~(EXT_MSGID | EXT_HEADERS)) !== 0) d.fail(`ext flags 0x${f.toString(16).padStart(2, "0")}: undefined bits`);
+  let msgId: Uint8Array | null = null;
+  const headers: HeaderField[] = [];
+  if (d.err === null && (f & EXT_MSGID) !== 0) {
+    const n = d.u8("message id length");
+    if (d.err === null && n === 0) d.fail("empty message id");
+    msgId = d.bytes(n, "message id");
+  }
+  if (d.err === null && (f & EXT_HEADERS) !== 0) {
+    const n = d.u16("headers length");
+    if (d.err === null && (n === 0 || n > MAX_HEADERS_LEN)) d.fail(`headers length ${n} outside 1..${MAX_HEADERS_LEN}`);
+    const block = d.bytes(n, "header block");
+    if (d.err === null) {
+      const hv = new DataView(block.buffer, block.byteOffset, block.byteLength);
+      for (let off = 0, i = 0; off < block.length; i++) {
+        if (i === MAX_HEADERS) throw new MalformedFrameError(`${frameName}: more than ${MAX_HEADERS} headers`);
+        const k = block[off];
+        if (block.length - off < 1 + k + 2) throw new MalformedFrameError(`${frameName}: header ${i} overruns the header block`);
+        const v = hv.getUint16(off + 1 + k);
+        if (block.length - off < 1 + k + 2 + v) throw new MalformedFrameError(`${frameName}: header ${i} overruns the header block`);
+        if (k === 0) throw new MalformedFrameError(`${frameName}: header ${i} has an empty key`);
+        headers.push({
+          key: dec.decode(block.subarray(off + 1, off + 1 + k)),
+          value: dec.decode(block.subarray(off + 3 + k, off + 3 + k + v)),
+        });
+        off += 3 + k + v;
+      }
+    }
+  }
+  const payload = d.rest();
+  d.check();
+  return { payload, msgId, headers };
 }
 
 export function encodePubAck(acks: Ack[]): Uint8Array {
@@ -364,15 +557,23 @@ export function encodeUnsubscribed(id: number, subID: number): Uint8Array {
   return w.buf;
 }
 
-export function encodeData(subID: number, first: bigint, payloads: Uint8Array[]): Uint8Array {
+/**
+ * A DATA frame of records at positions first, first+1, ...: plain payloads,
+ * or records with a message id or headers, which become extended records.
+ */
+export function encodeData(subID: number, first: bigint, records: Array<Uint8Array | (Ext & { payload: Uint8Array })>): Uint8Array {
+  const bodies = records.map((r) =>
+    r instanceof Uint8Array ? { ext: false, b: r } : hasExt(r) ? { ext: true, b: encodeExt(r, r.payload) } : { ext: false, b: r.payload },
+  );
   let n = DATA_PREFIX_LEN;
-  for (const p of payloads) n += 4 + p.length;
+  for (const r of bodies) n += 4 + r.b.length;
   const w = frame(FrameType.DATA, 0, subID, n);
   w.u64(checkU64(first, "first"));
-  w.u32(payloads.length);
-  for (const p of payloads) {
-    w.u32(p.length);
-    w.bytes(p);
+  w.u32(bodies.length);
+  for (const r of bodies) {
+    if (r.b.length > 0x7fffffff) throw new RangeError(`DATA record of ${r.b.length} bytes`);
+    w.u32(r.ext ? (RECORD_EXT | r.b.length) >>> 0 : r.b.length);
+    w.bytes(r.b);
   }
   return w.buf;
 }
@@ -559,9 +760,13 @@ export function decodeWelcome(body: Uint8Array): Welcome {
 export interface Publish {
   channel: Uint8Array;
   payload: Uint8Array;
+  /** With FLAG_EXT: the message id and headers. */
+  msgId?: Uint8Array | null;
+  headers?: HeaderField[];
 }
 
-export function decodePublish(body: Uint8Array): Publish {
+/** Decodes a PUBLISH body; with FLAG_EXT in flags, its extended record body too. */
+export function decodePublish(body: Uint8Array, flags = 0): Publish {
   const d = new Reader(body, "PUBLISH");
   const cl = d.u8("channelLen");
   if (d.err === null && cl === 0) d.fail("empty channel");
@@ -569,6 +774,10 @@ export function decodePublish(body: Uint8Array): Publish {
   const channel = d.bytes(cl, "channel");
   const payload = d.rest();
   d.check();
+  if ((flags & FLAG_EXT) !== 0) {
+    const e = decodeExt(payload, "PUBLISH");
+    return { channel, payload: e.payload, msgId: e.msgId, headers: e.headers };
+  }
   return { channel, payload };
 }
 
@@ -651,7 +860,7 @@ export function decodeData(body: Uint8Array): Data {
   }
   d.check();
   const rv = new DataView(records.buffer, records.byteOffset, records.byteLength);
-  const payloads: Uint8Array[] = new Array(count);
+  const out: DataRecord[] = new Array(count);
   let off = 0;
   for (let i = 0; i < count; i++) {
     if (records.length - off < 4) {
@@ -659,20 +868,22 @@ export function decodeData(body: Uint8Array): Data {
         `DATA: record ${i} of ${count}: length field at offset ${DATA_PREFIX_LEN + off} overruns the body (${body.length} bytes)`,
       );
     }
-    const n = rv.getUint32(off);
+    const word = rv.getUint32(off);
+    const n = (word & ~RECORD_EXT) >>> 0;
     off += 4;
     if (n > records.length - off) {
       throw new MalformedFrameError(
         `DATA: record ${i} of ${count}: length ${n} at offset ${DATA_PREFIX_LEN + off - 4} overruns the body (${body.length} bytes)`,
       );
     }
-    payloads[i] = records.subarray(off, off + n);
+    const rb = records.subarray(off, off + n);
+    out[i] = (word & RECORD_EXT) !== 0 ? decodeExt(rb, "DATA") : { payload: rb, msgId: null, headers: NO_HEADERS };
     off += n;
   }
   if (off !== records.length) {
     throw new MalformedFrameError(`DATA: ${records.length - off} trailing bytes after ${count} records`);
   }
-  return { first, payloads };
+  return { first, records: out };
 }
 
 export function decodeGap(body: Uint8Array): Gap {

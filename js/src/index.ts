@@ -25,6 +25,7 @@ export type {
   SubInfo,
 } from "./client.js";
 export * from "./errors.js";
-export { InvalidChannelError, MalformedFrameError } from "./codec.js";
+export { InvalidChannelError, InvalidHeadersError, MalformedFrameError } from "./codec.js";
+export type { HeaderField } from "./codec.js";
 export * as codec from "./codec.js";
 export type { WebSocketConstructor, WebSocketLike } from "./ws.js";

@@ -13,7 +13,7 @@ const testdata = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "
 
 /** Parses a golden file: hex pairs, white space ignored, '#' comments. */
 function readHex(name) {
-  const src = readFileSync(path.join(testdata, name + ".hex"), "utf8");
+  const src = readFileSync(path.join(testdata, ...name.split("/")) + ".hex", "utf8");
   const digits = src
     .split("\n")
     .map((l) => l.split("#")[0].replace(/\s+/g, ""))
@@ -92,8 +92,33 @@ const cases = {
   unsubscribed: [{ type: 0x0e, flags: 0, id: 6 }, 7, (v) => codec.encodeUnsubscribed(6, v), (h, body) => codec.decodeUnsubscribed(body)],
   data: [
     { type: 0x08, flags: 0, id: 7 },
-    { first: 1001n, payloads: [b("a"), b("bc"), new Uint8Array(0)] },
-    (v) => codec.encodeData(7, v.first, v.payloads),
+    { first: 1001n, records: [b("a"), b("bc"), new Uint8Array(0)].map((payload) => ({ payload, msgId: null, headers: [] })) },
+    (v) => codec.encodeData(7, v.first, v.records.map((r) => r.payload)),
+    (h, body) => codec.decodeData(body),
+  ],
+  // Message ids and headers (PROTOCOL.md 2.14, FeatureHeaders).
+  "ext/hello_headers": [
+    { type: 0x01, flags: 0, id: 1 },
+    { minVersion: 1, maxVersion: 1, features: codec.FEATURE_HEADERS, name: "go", token: new Uint8Array(0) },
+    (v) => codec.encodeHello(1, v),
+    (h, body) => codec.decodeHello(body),
+  ],
+  "ext/publish_ext": [
+    { type: 0x03, flags: codec.FLAG_ACK | codec.FLAG_EXT, id: 42 },
+    { channel: b("orders"), payload: b("{}"), msgId: b("o-17"), headers: [{ key: "ct", value: "json" }] },
+    (v) => codec.encodePublish(42, codec.FLAG_ACK, v.channel, v.payload, { msgId: v.msgId, headers: v.headers }),
+    (h, body) => codec.decodePublish(body, h.flags),
+  ],
+  "ext/data_ext": [
+    { type: 0x08, flags: 0, id: 7 },
+    {
+      first: 1001n,
+      records: [
+        { payload: b("a"), msgId: null, headers: [] },
+        { payload: b("b"), msgId: b("m1"), headers: [{ key: "ct", value: "x" }] },
+      ],
+    },
+    (v) => codec.encodeData(7, v.first, v.records.map((r) => (r.msgId ? r : r.payload))),
     (h, body) => codec.decodeData(body),
   ],
   gap: [
@@ -122,9 +147,10 @@ function plain(v) {
 }
 
 test("every golden vector has a case", () => {
-  const files = readdirSync(testdata)
-    .filter((f) => f.endsWith(".hex"))
-    .map((f) => f.slice(0, -4))
+  // testdata/s2 holds S2-compressed frames: this SDK does not offer FeatureS2
+  // (PROTOCOL.md 2.13), so no server sends it one; those are not covered.
+  const files = ["", "ext/"]
+    .flatMap((dir) => readdirSync(path.join(testdata, dir)).filter((f) => f.endsWith(".hex")).map((f) => dir + f.slice(0, -4)))
     .sort();
   assert.deepEqual(files, Object.keys(cases).sort());
   const types = new Set(Object.values(cases).map(([h]) => h.type));
@@ -176,6 +202,16 @@ const malformed = [
   ["SUBSCRIBE empty channel", () => codec.decodeSubscribe(hex("00000001 00 0000000000000000 0000000000000000 00")), /empty channel/],
   ["PUBLISH empty channel", () => codec.decodePublish(hex("00 61")), /empty channel/],
   ["PUBLISH channel past the body", () => codec.decodePublish(hex("05 61")), /channel length 5 exceeds body/],
+  ["ext: no flags", () => codec.decodeExt(hex("00 61")), /without a message id or headers/],
+  ["ext: undefined flag bit", () => codec.decodeExt(hex("05 01 61")), /undefined bits/],
+  ["ext: empty message id", () => codec.decodeExt(hex("01 00")), /empty message id/],
+  ["ext: message id past the body", () => codec.decodeExt(hex("01 05 61")), /message id at offset 2 needs 5/],
+  ["ext: headers length 0", () => codec.decodeExt(hex("02 0000")), /headers length 0 outside/],
+  ["ext: headers length over 8192", () => codec.decodeExt(hex("02 2001")), /headers length 8193 outside/],
+  ["ext: header overruns its block", () => codec.decodeExt(hex("02 0004 02 6374 00")), /header 0 overruns/],
+  ["ext: header with an empty key", () => codec.decodeExt(hex("02 0003 00 0000")), /empty key/],
+  ["ext: more than 64 headers", () => codec.decodeExt(Uint8Array.from([0x02, 0x01, 0x04, ...Array(65).fill([1, 0x6b, 0, 0]).flat()])), /more than 64 headers/],
+  ["DATA with a bad extended record", () => codec.decodeData(hex("0000000000000001 00000001 80000001 00")), /DATA: extended record without/],
 ];
 
 for (const [name, fn, re] of malformed) {
@@ -189,6 +225,22 @@ test("WELCOME trailing bytes are ignored (room for v1.x fields)", () => {
   const longer = new Uint8Array(f.length + 3);
   longer.set(f);
   assert.deepEqual(codec.decodeWelcome(longer.subarray(10)), welcome);
+});
+
+test("headers and message ids are checked before sending (PROTOCOL.md 2.14)", () => {
+  assert.doesNotThrow(() => codec.checkExt({ msgId: b("x"), headers: [{ key: "traceparent", value: "00-abc\tdef" }, { key: "Content-Type", value: "ünïcode" }] }));
+  const bad = [
+    [{ msgId: new Uint8Array(0) }, /message id length 0/],
+    [{ msgId: new Uint8Array(256) }, /message id length 256/],
+    [{ headers: [{ key: "", value: "v" }] }, /key length 0/],
+    [{ headers: [{ key: "a b", value: "v" }] }, /not a token character/],
+    [{ headers: [{ key: "k:", value: "v" }] }, /not a token character/],
+    [{ headers: [{ key: "k", value: "a\nb" }] }, /control character 0xa/],
+    [{ headers: [{ key: "k", value: "\ud800" }] }, /not valid UTF-8/],
+    [{ headers: Array.from({ length: 65 }, () => ({ key: "k", value: "v" })) }, /65 headers, at most 64/],
+    [{ headers: [{ key: "k", value: "v".repeat(8200) }] }, /header block of 8204 bytes/],
+  ];
+  for (const [ext, re] of bad) assert.throws(() => codec.checkExt(ext), (e) => e instanceof codec.InvalidHeadersError && re.test(e.message), String(re));
 });
 
 test("channel names: the rules of PROTOCOL.md 4", () => {

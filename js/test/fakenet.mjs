@@ -31,7 +31,7 @@ function decode(bytes) {
       v = codec.decodeHello(f.body);
       break;
     case codec.FrameType.PUBLISH:
-      v = codec.decodePublish(f.body);
+      v = codec.decodePublish(f.body, h.flags);
       v.channel = new TextDecoder().decode(v.channel);
       v.text = new TextDecoder().decode(v.payload);
       break;

@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { connect, ServerError, UnknownOutcomeError } from "../dist/index.js";
+import { connect, codec, ServerError, UnknownOutcomeError } from "../dist/index.js";
 import { startServer, goPublish } from "./server.mjs";
 
 const td = new TextDecoder();
@@ -48,6 +48,30 @@ test("messages published by the Go SDK over TCP reach a WebSocket subscriber wit
   const positions = await goPublish(srv, "it.cross", ["from-go-1", "from-go-2", "from-go-3"]);
   assert.equal(positions.length, 3);
   assert.deepEqual(await take(sub, 3), positions.map((p, i) => [p, `from-go-${i + 1}`]));
+  c.close();
+});
+
+test("message ids and headers: from the JS SDK and from the Go SDK, and a repeated id is stored once", async (t) => {
+  const c = await connect(srv.wsURL);
+  if ((c.welcome.features & codec.FEATURE_HEADERS) === 0) {
+    c.close();
+    t.skip("this server does not accept FeatureHeaders (PROTOCOL.md 2.14) yet");
+    return;
+  }
+  const sub = await c.subscribe("it.headers");
+  const p1 = await c.publish("it.headers", "order 1", { msgId: "ord-1", headers: { "content-type": "text/plain", traceparent: "00-abc-01" } });
+  // A retry with the same id (after an unknown outcome, say) acknowledges the first position.
+  assert.equal(await c.publish("it.headers", "order 1", { msgId: "ord-1" }), p1);
+  const [p2] = await goPublish(srv, "it.headers", ["from go"], undefined, ["--header", "k=v", "--msg-id", "go-1"]);
+  const p3 = await c.publish("it.headers", "plain");
+  const evs = [];
+  for (let i = 0; i < 3; i++) evs.push((await sub.next()).value);
+  const view = (e) => [e.position, td.decode(e.payload), e.msgId && td.decode(e.msgId), e.headers.map((h) => `${h.key}=${h.value}`)];
+  assert.deepEqual(evs.map(view), [
+    [p1, "order 1", "ord-1", ["content-type=text/plain", "traceparent=00-abc-01"]],
+    [p2, "from go", "go-1", ["k=v"]],
+    [p3, "plain", null, []],
+  ]);
   c.close();
 });
 

@@ -122,9 +122,9 @@ export async function startServer(opts = {}) {
 }
 
 /** Publishes messages with the Go SDK (the CLI's pub); resolves to their positions. */
-export async function goPublish(server, channel, messages, token) {
+export async function goPublish(server, channel, messages, token, extra = []) {
   const bin = await sluiceBinary();
-  const args = ["pub", "--server", server.tcpAddr, "--timeout", "10s"];
+  const args = ["pub", "--server", server.tcpAddr, "--timeout", "10s", ...extra];
   if (token) args.push("--token", token);
   args.push(channel, "--", ...messages);
   const { stdout } = await run(bin, args);

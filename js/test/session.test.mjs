@@ -2,7 +2,7 @@
 // sockets. Each test is one behaviour of the SDK, mirroring the Go SDK's.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { connect, codec, UnknownOutcomeError, ServerError, ClosedError, ProtocolError } from "../dist/index.js";
+import { connect, codec, UnknownOutcomeError, ServerError, ClosedError, ProtocolError, InvalidOptionError, InvalidHeadersError } from "../dist/index.js";
 import { FakeNet } from "./fakenet.mjs";
 
 const T = codec.FrameType;
@@ -465,5 +465,54 @@ test("an onEvent callback that throws is reported and does not break the connect
   assert.equal(warned.length, 1);
   assert.match(String(warned[0][0]), /onEvent callback threw/);
   assert.ok(c.connected);
+  c.close();
+});
+
+test("HELLO offers FeatureHeaders; a publish with a message id and headers is an extended PUBLISH", async () => {
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_HEADERS;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket });
+  const ws = await net.conn(0);
+  assert.equal(ws.hello.features, codec.FEATURE_HEADERS);
+  const p = c.publish("ch", "{}", { msgId: "o-17", headers: [["ct", "json"], ["ct", "again"]] });
+  const f = await net.frame(ws, T.PUBLISH);
+  assert.equal(f.flags, codec.FLAG_ACK | codec.FLAG_EXT);
+  assert.equal(td.decode(f.v.msgId), "o-17");
+  assert.deepEqual(f.v.headers, [{ key: "ct", value: "json" }, { key: "ct", value: "again" }]);
+  assert.equal(f.v.text, "{}");
+  net.push(ws, codec.encodePubAck([{ id: f.id, position: 3n }]));
+  assert.equal(await p, 3n);
+  await assert.rejects(c.publish("ch", "x", { headers: { "bad key": "v" } }), InvalidHeadersError);
+  // A plain publish stays plain.
+  const q = c.publish("ch", "plain", { headers: {} });
+  const g = await net.frame(ws, T.PUBLISH);
+  assert.equal(g.flags, codec.FLAG_ACK);
+  net.push(ws, codec.encodePubAck([{ id: g.id, position: 4n }]));
+  await q;
+  c.close();
+});
+
+test("headers to a server without FeatureHeaders are refused before sending", async () => {
+  const { net, c, ws } = await setup();
+  await assert.rejects(c.publish("ch", "x", { msgId: "id-1" }), InvalidOptionError);
+  const p = c.publish("ch", "y");
+  const f = await net.frame(ws, T.PUBLISH);
+  assert.equal(f.v.text, "y", "nothing was sent for the refused one");
+  net.push(ws, codec.encodePubAck([{ id: f.id, position: 1n }]));
+  await p;
+  c.close();
+});
+
+test("extended DATA records become events with their message id and headers", async () => {
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_HEADERS;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket });
+  const ws = await net.conn(0);
+  const [sub, fr] = await subscribeOn(net, c, ws, "ch", {}, 1n);
+  net.push(ws, codec.encodeData(fr.v.subID, 1n, [te.encode("plain"), { payload: te.encode("rich"), msgId: te.encode("m1"), headers: [{ key: "traceparent", value: "00-1" }] }]));
+  const a = (await sub.next()).value;
+  const b2 = (await sub.next()).value;
+  assert.deepEqual([td.decode(a.payload), a.msgId, a.headers], ["plain", null, []]);
+  assert.deepEqual([td.decode(b2.payload), td.decode(b2.msgId), b2.headers], ["rich", "m1", [{ key: "traceparent", value: "00-1" }]]);
   c.close();
 });
