@@ -260,7 +260,7 @@ func (s *Server) ticker() {
 			s.retentionSweep()
 		case <-t.C:
 			now := s.clock()
-			s.mgr.Tick(now)
+			s.mgr.Do(s.mgr.Tick(now))
 			s.mirrors.sweep(now.UnixNano())
 			s.reapOrphans()
 			for _, l := range s.loopList() {

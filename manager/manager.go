@@ -217,6 +217,24 @@ func (m *Manager) lockLive(name string, create bool) *mchan {
 	}
 }
 
+// lockExisting returns the channel locked if this manager holds it (never
+// rebuilding it), nil otherwise.
+func (m *Manager) lockExisting(name string) *mchan {
+	sh := &m.shards[m.shard(name)]
+	sh.mu.RLock()
+	mc := sh.m[name]
+	sh.mu.RUnlock()
+	if mc == nil {
+		return nil
+	}
+	mc.mu.Lock()
+	if mc.dead || mc.unmanaged {
+		mc.mu.Unlock()
+		return nil
+	}
+	return mc
+}
+
 // forget drops a channel whose state another manager took over (no
 // tombstone, nothing freed); the next lookup rebuilds it.
 func (m *Manager) forget(mc *mchan) {
@@ -289,18 +307,35 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 // sealRef closes the open streamlet ref at its host; when the host cannot
 // be reached the streamlet is treated as lost with it.
 func (m *Manager) sealRef(cs *chanState, ref role.StreamletRef, now int64) {
-	if host := m.hostOf(ref.Host); host != nil {
-		end, err := host.Seal(ref.ID, 0, "")
-		if err == nil {
-			cs.close(ref.ID, end, now)
-			return
-		}
-		if ref.Host == m.cfg.Node {
-			cs.close(ref.ID, ref.First, now) // freed meanwhile: nothing was kept
-			return
-		}
+	end, err := m.sealAt(ref)
+	m.recordSeal(cs, ref, end, err, now)
+}
+
+// errHostGone: the streamlet's host is not (or no longer) a live node.
+var errHostGone = errors.New("manager: host unknown or down")
+
+// sealAt seals ref at its host and returns its end position.
+func (m *Manager) sealAt(ref role.StreamletRef) (uint64, error) {
+	host := m.hostOf(ref.Host)
+	if host == nil {
+		return 0, errHostGone
 	}
-	cs.lose(ref.ID, now)
+	return host.Seal(ref.ID, 0, "")
+}
+
+// recordSeal records the outcome of sealing ref in cs (pure: under the
+// channel's lock). A local streamlet that is gone was freed meanwhile and
+// kept nothing; a remote one that could not be sealed is lost with its host.
+// Closing a streamlet that is not the open one is a no-op.
+func (m *Manager) recordSeal(cs *chanState, ref role.StreamletRef, end uint64, err error, now int64) {
+	switch {
+	case err == nil:
+		cs.close(ref.ID, end, now)
+	case ref.Host == m.cfg.Node && !errors.Is(err, errHostGone):
+		cs.close(ref.ID, ref.First, now)
+	default:
+		cs.lose(ref.ID, now)
+	}
 }
 
 func readerNodes(cs *chanState) []string {
@@ -311,19 +346,25 @@ func readerNodes(cs *chanState) []string {
 	return out
 }
 
+// Info returns the channel's retained streamlets. The open streamlet's
+// length is asked of its host after the channel's lock is released (in a
+// cluster that is a request to another node).
 func (m *Manager) Info(channel string, create bool) (role.ChannelInfo, bool) {
 	mc := m.lockLive(channel, create)
 	if mc == nil {
 		return role.ChannelInfo{}, false
 	}
-	defer mc.mu.Unlock()
-	n := 0
-	if ref, ok := mc.st.open(); ok {
+	info := mc.st.info(0)
+	ref, open := mc.st.open()
+	mc.mu.Unlock()
+	if open {
 		if host := m.hostOf(ref.Host); host != nil {
-			n, _ = host.Len(ref.ID)
+			if n, ok := host.Len(ref.ID); ok {
+				info.Next = ref.First + uint64(n)
+			}
 		}
 	}
-	return mc.st.info(n), true
+	return info, true
 }
 
 func (m *Manager) Interest(channel, node string, delta int) {
@@ -344,11 +385,15 @@ func (m *Manager) Expire(channel string, through uint64) (int, error) {
 	if mc == nil {
 		return 0, nil
 	}
-	defer mc.mu.Unlock()
 	refs := mc.st.expireThrough(through, nil)
-	m.free(refs)
+	var readers []string
 	if len(refs) > 0 && m.cl != nil && len(mc.st.rnodes) > 0 {
-		m.cl.Notify(channel, readerNodes(mc.st))
+		readers = readerNodes(mc.st)
+	}
+	mc.mu.Unlock()
+	m.free(refs)
+	if readers != nil {
+		m.cl.Notify(channel, readers)
 	}
 	return len(refs), nil
 }
@@ -371,26 +416,58 @@ func (m *Manager) free(refs []role.StreamletRef) {
 // readers are forgotten, and the channels' other reader nodes are told.
 func (m *Manager) NodeDown(node string) {
 	ns := m.now().UnixNano()
+	type note struct {
+		channel string
+		nodes   []string
+	}
+	var notes []note
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.RLock()
 		for name, mc := range sh.m {
 			mc.mu.Lock()
 			if mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
-				m.cl.Notify(name, readerNodes(mc.st))
+				notes = append(notes, note{name, readerNodes(mc.st)})
 			}
 			mc.mu.Unlock()
 		}
 		sh.mu.RUnlock()
 	}
+	for _, n := range notes {
+		m.cl.Notify(n.channel, n.nodes)
+	}
 }
 
-// Tick runs the streamlet lifecycle at now: it seals open streamlets whose
-// lease ended, frees expired ones and drops channels that are empty,
-// unread and unused for a TTL (keeping a tombstone so that positions and
-// epoch continue if the channel comes back).
-func (m *Manager) Tick(now time.Time) {
+// ActionKind says what an Action does.
+type ActionKind uint8
+
+const (
+	// ActSeal seals the open streamlet Ref, whose lease ended, at its
+	// host and records its end (or, when the host cannot be reached, that
+	// it is lost with it).
+	ActSeal ActionKind = iota + 1
+	// ActFree frees the expired streamlet Ref at its host.
+	ActFree
+)
+
+// Action is a decision of Tick for Do to carry out: a call to a host, which
+// in a cluster is a request to another node.
+type Action struct {
+	Kind    ActionKind
+	Channel string
+	Ref     role.StreamletRef
+}
+
+// Tick runs the streamlet lifecycle at now under the manager's locks,
+// without calling any host: it drops channels that are empty, unread and
+// unused for a TTL (keeping a tombstone so that positions and epoch
+// continue if the channel comes back) and the channels another manager took
+// over, removes expired streamlets from the lists, and returns what the
+// hosts must be told: seal the open streamlets whose lease ended, free the
+// expired ones. The caller passes them to Do, with no lock held.
+func (m *Manager) Tick(now time.Time) []Action {
 	ns := now.UnixNano()
+	var acts []Action
 	var expired []role.StreamletRef
 	var drop []*mchan
 	for i := range m.shards {
@@ -410,10 +487,14 @@ func (m *Manager) Tick(now time.Time) {
 				continue
 			}
 			if ref, ok := cs.leaseOver(ns); ok {
-				m.sealRef(cs, ref, ns)
+				acts = append(acts, Action{Kind: ActSeal, Channel: mc.name, Ref: ref})
 			}
 			expired = cs.expireRefs(ns, expired[:0])
-			m.free(expired)
+			for _, ref := range expired {
+				if ref.ID != 0 && !ref.Lost {
+					acts = append(acts, Action{Kind: ActFree, Channel: mc.name, Ref: ref})
+				}
+			}
 			if cs.droppable(ns) {
 				drop = append(drop, mc)
 			}
@@ -422,6 +503,28 @@ func (m *Manager) Tick(now time.Time) {
 		sh.mu.RUnlock()
 		if len(drop) > 0 {
 			m.drop(sh, drop, ns)
+		}
+	}
+	return acts
+}
+
+// Do carries out Tick's actions, in order, holding no lock while a host
+// is called; a seal's result is recorded under the channel's lock
+// afterwards (unless the channel changed meanwhile: a writer that found
+// the lease over sealed it first).
+func (m *Manager) Do(acts []Action) {
+	for _, a := range acts {
+		switch a.Kind {
+		case ActFree:
+			m.free([]role.StreamletRef{a.Ref})
+		case ActSeal:
+			end, err := m.sealAt(a.Ref)
+			mc := m.lockExisting(a.Channel)
+			if mc == nil {
+				continue
+			}
+			m.recordSeal(mc.st, a.Ref, end, err, m.now().UnixNano())
+			mc.mu.Unlock()
 		}
 	}
 }

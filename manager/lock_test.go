@@ -1,0 +1,117 @@
+package manager
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/role"
+)
+
+// slowHost is a remote host whose Seal blocks until release is closed, as
+// a node that stopped answering blocks a request for the RPC timeout.
+type slowHost struct {
+	*host.Host
+	entered chan struct{} // closed when Seal is first called
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *slowHost) Seal(id, succ uint64, succHost string) (uint64, error) {
+	h.once.Do(func() { close(h.entered) })
+	select {
+	case <-h.release:
+	case <-time.After(2 * time.Second): // the RPC timeout
+	}
+	return h.Host.Seal(id, succ, succHost)
+}
+
+// twoNodes is a Cluster of this node ("m", hosting locally) and "slow",
+// which hosts the channels named in onSlow.
+type twoNodes struct {
+	local  *host.Host
+	slow   *slowHost
+	onSlow map[string]bool
+}
+
+func (c twoNodes) HostOf(node string) role.Host {
+	if node == "slow" {
+		return c.slow
+	}
+	return c.local
+}
+func (c twoNodes) Choose(ch string, _ uint64, _ Load, _ []string) (string, bool) {
+	if c.onSlow[ch] {
+		return "slow", true
+	}
+	return "m", true
+}
+func (c twoNodes) ListAll(string) []role.Hosted { return nil }
+func (c twoNodes) Notify(string, []string)      {}
+func (c twoNodes) Managed(string) bool          { return true }
+func (c twoNodes) Skew() time.Duration          { return time.Second }
+
+// TestTick_SlowSealDoesNotBlockTheShard: while the lifecycle waits for a
+// remote host's Seal (a node that does not answer blocks it for the RPC
+// timeout), WriteGrant and Info of other channels of the same shard,
+// existing or new, answer at once: Tick decides under the locks and Do
+// calls the host with none held.
+func TestTick_SlowSealDoesNotBlockTheShard(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	local := host.New("m", clock)
+	slow := &slowHost{Host: host.New("slow", clock), entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(slow.release)
+	m := New(Config{Node: "m", Host: local, NewID: local.NewID, Clock: clock,
+		Limits: func(string) role.Limits { return role.Limits{Msgs: 100, Size: 1 << 20, Life: time.Second, TTL: time.Minute} }})
+	const a = "remote"
+	var same []string // channels in a's shard
+	for i := 0; len(same) < 2; i++ {
+		if ch := fmt.Sprintf("c%d", i); m.shard(ch) == m.shard(a) {
+			same = append(same, ch)
+		}
+	}
+	m.SetCluster(twoNodes{local: local, slow: slow, onSlow: map[string]bool{a: true}})
+	if _, err := m.WriteGrant(a, 0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second) // a's lease is over
+	mu.Unlock()
+	existing := same[0]
+	if _, err := m.WriteGrant(existing, 0); err != nil {
+		t.Fatal(err)
+	}
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		m.Do(m.Tick(clock()))
+	}()
+	<-slow.entered // the lifecycle now waits for the slow host
+	answered := make(chan error, 1)
+	go func() {
+		if _, ok := m.Info(existing, false); !ok {
+			answered <- fmt.Errorf("Info(%s) found nothing", existing)
+			return
+		}
+		_, err := m.WriteGrant(same[1], 0) // a new channel: the shard's write lock
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ticked:
+		t.Fatal("Info and WriteGrant of other channels of the shard waited for the slow host's Seal")
+	}
+	slow.release <- struct{}{}
+	<-ticked
+	info, _ := m.Info(a, false)
+	if len(info.Streamlets) != 1 || !info.Streamlets[0].Closed {
+		t.Fatalf("after the seal: %+v, want its streamlet closed", info)
+	}
+}
