@@ -66,7 +66,9 @@ func TestTick_SlowSealDoesNotBlockTheShard(t *testing.T) {
 	slow := &slowHost{Host: host.New("slow", clock), entered: make(chan struct{}), release: make(chan struct{})}
 	defer close(slow.release)
 	m := New(Config{Node: "m", Host: local, NewID: local.NewID, Clock: clock,
-		Limits: func(string) role.Limits { return role.Limits{Msgs: 100, Size: 1 << 20, Life: time.Second, TTL: time.Minute} }})
+		Limits: func(string) role.Limits {
+			return role.Limits{Msgs: 100, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
+		}})
 	const a = "remote"
 	var same []string // channels in a's shard
 	for i := 0; len(same) < 2; i++ {

@@ -459,12 +459,13 @@ type Action struct {
 }
 
 // Tick runs the streamlet lifecycle at now under the manager's locks,
-// without calling any host: it drops channels that are empty, unread and
+// without calling another node's host: it drops channels that are empty, unread and
 // unused for a TTL (keeping a tombstone so that positions and epoch
 // continue if the channel comes back) and the channels another manager took
-// over, removes expired streamlets from the lists, and returns what the
-// hosts must be told: seal the open streamlets whose lease ended, free the
-// expired ones. The caller passes them to Do, with no lock held.
+// over, removes expired streamlets from the lists, seals and frees what
+// this node's host holds, and returns what other nodes' hosts must be told:
+// seal the open streamlets whose lease ended, free the expired ones. The
+// caller passes them to Do, with no lock held.
 func (m *Manager) Tick(now time.Time) []Action {
 	ns := now.UnixNano()
 	var acts []Action
@@ -486,12 +487,23 @@ func (m *Manager) Tick(now time.Time) []Action {
 				mc.mu.Unlock()
 				continue
 			}
+			// This node's host is called at once (memory only, so the
+			// list and the host never disagree); another node's is an
+			// action for Do.
 			if ref, ok := cs.leaseOver(ns); ok {
-				acts = append(acts, Action{Kind: ActSeal, Channel: mc.name, Ref: ref})
+				if ref.Host == m.cfg.Node {
+					m.sealRef(cs, ref, ns)
+				} else {
+					acts = append(acts, Action{Kind: ActSeal, Channel: mc.name, Ref: ref})
+				}
 			}
 			expired = cs.expireRefs(ns, expired[:0])
 			for _, ref := range expired {
-				if ref.ID != 0 && !ref.Lost {
+				switch {
+				case ref.ID == 0 || ref.Lost:
+				case ref.Host == m.cfg.Node:
+					m.cfg.Host.Free(ref.ID)
+				default:
 					acts = append(acts, Action{Kind: ActFree, Channel: mc.name, Ref: ref})
 				}
 			}
