@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -225,7 +224,8 @@ func (c *conn) sendGap(subID uint32, from, to uint64, r wire.GapReason) {
 // sendData queues a DATA frame for subID whose body is prefix followed by
 // the record run; prefix and run are shared, only the header is copied.
 func (c *conn) sendData(subID uint32, prefix []byte, run [][]byte, nbytes int) {
-	c.l.stats.msgsOut += uint64(binary.BigEndian.Uint32(prefix[8:])) // the prefix's count
+	_, count, _ := wire.DataPrefix(prefix) // made by loop.prefix
+	c.l.stats.msgsOut += uint64(count)
 	s, k := c.ownStart()
 	c.scratch = wire.AppendHeader(c.scratch, wire.TypeData, 0, subID, len(prefix)+nbytes)
 	c.ownEnd(s, k)

@@ -42,14 +42,30 @@ func AppendRecordExt(dst []byte, body []byte, ext bool) []byte {
 	return append(dst, body...)
 }
 
+// AppendDataPrefix appends the 12-byte prefix of a DATA body (first,
+// count): the part of the body a server encodes once per batch and shares
+// among the subscribers of a channel.
+func AppendDataPrefix(dst []byte, first uint64, count uint32) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, first)
+	return binary.BigEndian.AppendUint32(dst, count)
+}
+
+// DataPrefix decodes a prefix made by AppendDataPrefix; ok is false when p
+// is shorter than DataPrefixLen.
+func DataPrefix(p []byte) (first uint64, count uint32, ok bool) {
+	if len(p) < DataPrefixLen {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(p), binary.BigEndian.Uint32(p[8:]), true
+}
+
 // AppendDataHeader appends the 10-byte header and the 12-byte prefix of a
 // DATA frame whose record run of count records is recordsLen bytes long and
 // is sent separately (e.g. by a vectored write of stored bytes). The caller
 // guarantees that the run really holds count records in recordsLen bytes.
 func AppendDataHeader(dst []byte, subID uint32, first uint64, count uint32, recordsLen int) []byte {
 	dst = AppendHeader(dst, TypeData, 0, subID, DataPrefixLen+recordsLen)
-	dst = binary.BigEndian.AppendUint64(dst, first)
-	return binary.BigEndian.AppendUint32(dst, count)
+	return AppendDataPrefix(dst, first, count)
 }
 
 // AppendData appends a whole DATA frame carrying payloads at positions
