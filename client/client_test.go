@@ -810,6 +810,37 @@ func TestPublishContextEndsAfterSend(t *testing.T) {
 	}
 }
 
+// TestPublishCancelledContextSendsNothing: Publish (and PublishAsync) with
+// a context that already ended return the context's error, as documented,
+// and send nothing: the next frame the server reads is the next publish.
+func TestPublishCancelledContextSendsNothing(t *testing.T) {
+	f := newFakeServer(t)
+	c, fc := connect(t, f, testWelcome())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Publish(ctx, "ch", []byte("never")); err != context.Canceled {
+		t.Fatalf("Publish with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := c.PublishAsync(ctx, "ch", []byte("never")); err != context.Canceled {
+		t.Fatalf("PublishAsync with a cancelled context: %v, want context.Canceled", err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		id, _, p := fc.expectPublish()
+		got <- p
+		fc.write(wire.AppendPubAck(nil, []wire.Ack{{ID: id, Position: 1}}))
+	}()
+	if _, err := c.Publish(ctxT(t), "ch", []byte("sent")); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p != "sent" {
+		t.Fatalf("the server read %q first: a publish with a cancelled context was sent", p)
+	}
+	if n := len(c.sem); n != 0 {
+		t.Fatalf("window holds %d slots", n)
+	}
+}
+
 // TestReconnectGivesUpAfterAuthRefusals: while reconnecting, two handshakes
 // in a row refused as UNAUTHENTICATED close the Conn for good with that
 // refusal, instead of retrying credentials that cannot work; any other

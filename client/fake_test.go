@@ -168,20 +168,6 @@ func (fc *fakeConn) write(b []byte) {
 
 func (fc *fakeConn) close() { _ = fc.nc.Close() }
 
-// dialTest dials the fake server with fast reconnects.
-func dialTest(t *testing.T, addr string, opts ...Option) *Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	opts = append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)
-	c, err := Dial(ctx, addr, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // dialAsync dials in the background (the fake server must answer).
 func dialAsync(t *testing.T, addr string, opts ...Option) func() *Conn {
 	t.Helper()

@@ -309,6 +309,9 @@ func (c *Conn) publish(ctx context.Context, channel string, payload, msgID []byt
 	if err := c.validChannel(channel); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err // ended before anything was sent
+	}
 	if err := c.usable(); err != nil {
 		return err
 	}

@@ -225,7 +225,7 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 		}
 		return sub, nil
 	case <-ctx.Done():
-		_ = sub.unsubscribe(nil)
+		_ = sub.unsubscribe(ctx, false) // ctx ended: do not wait for UNSUBSCRIBED
 		return nil, ctx.Err()
 	}
 }
@@ -294,11 +294,11 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 // for the server's UNSUBSCRIBED up to ctx (a lost connection counts as
 // done). It is idempotent.
 func (sub *Subscription) Unsubscribe(ctx context.Context) error {
-	return sub.unsubscribe(ctx)
+	return sub.unsubscribe(ctx, true)
 }
 
-// unsubscribe does Unsubscribe; with a nil ctx it does not wait.
-func (sub *Subscription) unsubscribe(ctx context.Context) error {
+// unsubscribe does Unsubscribe; it waits for UNSUBSCRIBED only if wait.
+func (sub *Subscription) unsubscribe(ctx context.Context, wait bool) error {
 	c := sub.c
 	c.mu.Lock()
 	if c.subs[sub.id] != sub {
@@ -324,7 +324,7 @@ func (sub *Subscription) unsubscribe(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	if reply == nil || ctx == nil || sub.inFn.Load() {
+	if reply == nil || !wait || sub.inFn.Load() {
 		return nil
 	}
 	select {
