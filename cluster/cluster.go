@@ -146,7 +146,10 @@ type Cluster struct {
 	metaMu  sync.Mutex
 	changed chan struct{}
 	stop    chan struct{}
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // run, the interest worker, markDown's handlers
+	jobs    chan func()    // the pool's queue (pool.go)
+	poolWG  sync.WaitGroup
+	stopped bool // Shutdown or Halt ran; guarded by mu
 
 	lastIn, lastBytes uint64
 
@@ -156,7 +159,7 @@ type Cluster struct {
 	// loops per channel as registered with the channel's manager.
 	imu      sync.Mutex
 	iq       []interestReq
-	iBusy    bool
+	iwake    chan struct{} // the interest worker has work
 	interest map[string]*interestReg
 }
 
@@ -193,8 +196,11 @@ func New(cfg Config) *Cluster {
 	c := &Cluster{cfg: cfg, self: cfg.Self, opts: o, mgr: cfg.Manager, host: cfg.Host, gw: cfg.Gateway, log: cfg.Log,
 		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*Link),
 		dialMu: make(map[string]*sync.Mutex), changed: make(chan struct{}, 1), stop: make(chan struct{}),
-		interest: make(map[string]*interestReg)}
+		interest: make(map[string]*interestReg), iwake: make(chan struct{}, 1)}
 	cfg.Manager.SetCluster(managerHooks{c})
+	c.startPool()
+	c.wg.Add(1)
+	go c.interestWorker()
 	return c
 }
 
@@ -276,7 +282,9 @@ func (c *Cluster) report(dt time.Duration) {
 	c.meta.BytesIn = float64(bytes-c.lastBytes) / sec
 	c.metaMu.Unlock()
 	c.lastIn, c.lastBytes = in, bytes
-	_ = c.ml.Load().UpdateMeta(time.Second)
+	if err := c.ml.Load().UpdateMeta(time.Second); err != nil {
+		c.log.Debug("sluice cluster: gossiping the load report", "err", err)
+	}
 }
 
 // refresh rebuilds the view from membership: members that left are
@@ -327,11 +335,10 @@ func (c *Cluster) refresh() {
 func (c *Cluster) Interest(channel string, delta int) {
 	c.imu.Lock()
 	c.iq = append(c.iq, interestReq{channel, delta})
-	start := !c.iBusy
-	c.iBusy = true
 	c.imu.Unlock()
-	if start {
-		go c.interestWorker()
+	select {
+	case c.iwake <- struct{}{}:
+	default:
 	}
 }
 
@@ -340,13 +347,20 @@ type interestReq struct {
 	delta   int
 }
 
+// interestWorker sends the queued interest in order (one goroutine, owned
+// by the Cluster, until Shutdown).
 func (c *Cluster) interestWorker() {
+	defer c.wg.Done()
 	for {
 		c.imu.Lock()
 		if len(c.iq) == 0 {
-			c.iBusy = false
 			c.imu.Unlock()
-			return
+			select {
+			case <-c.stop:
+				return
+			case <-c.iwake:
+			}
+			continue
 		}
 		r := c.iq[0]
 		c.iq = c.iq[1:]
@@ -578,11 +592,21 @@ func (c *Cluster) markDown(node string) {
 	c.mu.Unlock()
 	if !already {
 		// Asynchronously: markDown runs inside failed calls, some made
-		// under a channel's lock that nodeGone takes.
-		go func() {
-			c.nodeGone(node)
-			c.reinterest()
-		}()
+		// under a channel's lock that nodeGone takes. A goroutine of its
+		// own, not a pooled one: a node's failure must never be dropped.
+		c.mu.Lock()
+		stopped := c.stopped
+		if !stopped {
+			c.wg.Add(1)
+		}
+		c.mu.Unlock()
+		if !stopped {
+			go func() {
+				defer c.wg.Done()
+				c.nodeGone(node)
+				c.reinterest()
+			}()
+		}
 	}
 }
 
@@ -625,10 +649,16 @@ func (c *Cluster) listAll(channel string) []role.Hosted {
 		go func() {
 			defer wg.Done()
 			var hs []role.Hosted
+			var err error
 			if n == c.self {
-				hs, _ = c.host.List(channel)
+				hs, err = c.host.List(channel)
 			} else {
-				hs, _ = remoteHost{c, n}.List(channel)
+				hs, err = remoteHost{c, n}.List(channel)
+			}
+			if err != nil {
+				// The node is marked down (a link failure) or answered
+				// an error: the rebuild treats its streamlets as lost.
+				c.log.Warn("sluice cluster: listing a channel's streamlets failed", "channel", channel, "node", n, "err", err)
 			}
 			mu.Lock()
 			out = append(out, hs...)
@@ -648,27 +678,40 @@ func (c *Cluster) notify(channel string, nodes []string) {
 			c.gw.Changed(channel)
 			continue
 		}
-		go func() {
+		if !c.Go(func() {
 			if l := c.link(n); l != nil {
 				l.post(wire.OpNotify, e.B)
 			}
-		}()
+		}) {
+			c.log.Warn("sluice cluster: a change notice was dropped (pool full)", "channel", channel, "node", n)
+		}
 	}
 }
 
 // Shutdown leaves the cluster and closes the links.
+// Every goroutine the cluster started has ended when it returns.
 func (c *Cluster) Shutdown() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 	close(c.stop)
-	_ = c.ml.Load().Leave(time.Second)
-	_ = c.ml.Load().Shutdown()
-	c.wg.Wait()
+	if ml := c.ml.Load(); ml != nil {
+		if err := ml.Leave(time.Second); err != nil {
+			c.log.Warn("sluice cluster: leaving the membership", "err", err)
+		}
+		if err := ml.Shutdown(); err != nil {
+			c.log.Warn("sluice cluster: stopping the membership", "err", err)
+		}
+	}
 	c.mu.Lock()
 	links := c.links
 	c.links = map[string]*Link{}
 	c.mu.Unlock()
 	for _, l := range links {
-		l.close(ErrLinkDown)
+		l.close(ErrLinkDown) // calls in flight fail now
 	}
+	c.wg.Wait()
+	c.poolWG.Wait()
 }
 
 // remoteHost is the Host role of a peer node, reached over a link.
@@ -1123,9 +1166,13 @@ func (c *Cluster) LinkFailures() int64 { return c.linkFailures.Load() }
 // Halt stops the cluster layer as a crash would: no membership leave, the
 // links are left to the caller's event loops to close. For fault tests.
 func (c *Cluster) Halt() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 	close(c.stop)
 	if ml := c.ml.Load(); ml != nil {
 		_ = ml.Shutdown()
 	}
 	c.wg.Wait()
+	c.poolWG.Wait()
 }

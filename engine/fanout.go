@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -86,13 +84,7 @@ func (g *gateway) changed(name string) {
 }
 
 // interest registers delta reading loops of channel gc with its manager.
-func (s *Server) interest(gc *gwChan, delta int) {
-	if s.cl == nil {
-		s.route.Interest(gc.name, s.host.Node(), delta)
-		return
-	}
-	s.cl.Interest(gc.name, delta)
-}
+func (s *Server) interest(gc *gwChan, delta int) { s.plane.interest(gc.name, delta) }
 
 // notify wakes the readers of the channel after messages were appended by
 // loop from: from's own view is served inline, other loops get a task
@@ -184,56 +176,29 @@ const maxBatch = 64 << 10
 // task, so that replays share the loop with live traffic.
 const catchupBudget = 256 << 10
 
-// append writes payload to the channel's local streamlet under this loop's
-// write grant, asking the manager for a new grant when the streamlet
-// refuses. Single node only: in a cluster a refused publish queues for a
-// grant asked for off the loop (remotewrite.go).
-func (lc *loopChan) append(payload []byte) (uint64, error) {
-	for attempt := 0; attempt < 8; attempt++ {
-		if lc.w == nil {
-			if err := lc.grant(); err != nil {
-				if errors.Is(err, role.ErrStreamletClosed) {
-					continue
-				}
-				return 0, err
-			}
-		}
-		pos, err := lc.w.Append(payload, lc.l.now)
-		if err == nil {
-			return pos, nil
-		}
-		lc.wAfter = lc.w.ID()
-		lc.w = nil
-	}
-	return 0, fmt.Errorf("%w: no streamlet of %q takes writes", role.ErrStreamletClosed, lc.name)
-}
-
-// channelInfo returns the channel's streamlet list. On a single node it
-// asks the manager directly; in a cluster it returns the cached list while
-// no change was announced, else it fetches it off the loop and reports
-// false (the loop delivers again when the answer is in).
+// channelInfo returns the channel's streamlet list when the control plane
+// has it at hand; otherwise it asks for it and reports false, and the loop
+// delivers again when the answer is in.
 func (lc *loopChan) channelInfo() (role.ChannelInfo, bool) {
-	srv := lc.l.srv
-	if srv.cl == nil {
-		return srv.route.Info(lc.name, false)
+	if lc.infoPending {
+		return role.ChannelInfo{}, false
 	}
-	gen := lc.gc.gen.Load()
-	if lc.infoValid && lc.infoGen == gen {
-		return lc.info, lc.infoFound
+	var info role.ChannelInfo
+	found, inline := false, true
+	lc.infoPending = true
+	lc.l.srv.plane.info(lc, false, func(i role.ChannelInfo, f bool) {
+		lc.infoPending = false
+		if inline {
+			info, found = i, f
+			return
+		}
+		lc.deliver()
+	})
+	if lc.infoPending { // answered later
+		inline = false
+		return role.ChannelInfo{}, false
 	}
-	if !lc.infoPending {
-		lc.infoPending = true
-		l := lc.l
-		go func() {
-			info, found := srv.route.Info(lc.name, false)
-			l.execute(func() {
-				lc.infoPending = false
-				lc.cacheInfo(info, found, gen)
-				lc.deliver()
-			})
-		}()
-	}
-	return role.ChannelInfo{}, false
+	return info, found
 }
 
 // cacheInfo keeps info, fetched when the channel's change count was gen.
@@ -339,8 +304,7 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 // prefix returns the shared 12-byte DATA prefix for a batch.
 func (l *loop) prefix(first uint64, count int) []byte {
 	start := len(l.shared)
-	l.shared = binary.BigEndian.AppendUint64(l.shared, first)
-	l.shared = binary.BigEndian.AppendUint32(l.shared, uint32(count))
+	l.shared = wire.AppendDataPrefix(l.shared, first, uint32(count))
 	return l.shared[start:len(l.shared):len(l.shared)]
 }
 

@@ -164,9 +164,13 @@ func (t task) Run(context.Context) error {
 	return nil
 }
 
-// execute runs fn on the loop's goroutine later.
+// execute runs fn on the loop's goroutine later. It fails only once the
+// engine stopped; fn is then dropped, which is logged unless the server is
+// shutting down (every loop's state goes with it).
 func (l *loop) execute(fn func()) {
-	_ = l.el.Execute(context.Background(), task{l, fn})
+	if err := l.el.Execute(context.Background(), task{l, fn}); err != nil && !l.srv.shutting.Load() {
+		l.srv.log.Warn("sluice: a task for an event loop was dropped", "loop", l.idx, "err", err)
+	}
 }
 
 func (l *loop) open(gc gnet.Conn) *conn {
@@ -357,11 +361,8 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 			l.nodeProof(c, h, body)
 			return
 		}
-		if h.Type == wire.TypeNodeHello && l.srv.cl != nil && c.ws == nil {
-			// Only a cluster node takes node connections, and not over
-			// WebSocket; a single node answers NODE_HELLO like any other
-			// frame before HELLO.
-			l.nodeHello(c, body)
+		if h.Type == wire.TypeNodeHello {
+			l.nodeHello(c, h, body) // peer.go
 			return
 		}
 		l.hello(c, h, body)
@@ -496,12 +497,11 @@ func (l *loop) flushRun() {
 	}
 	pos := r.pos[:n]
 	done := 0
-	cluster := l.srv.cl != nil
-	if lc.w == nil && !lc.remoteBusy() && !cluster {
-		// No grant yet: get one. A failure is answered below per
-		// publish. (In a cluster grants are asked for off the loop: the
-		// publishes queue in the remote path, remotewrite.go.)
-		_ = lc.grantRetry()
+	if lc.w == nil && !lc.remoteBusy() {
+		// No grant yet: ask for one. A single node's answer is installed
+		// inline; in a cluster the publishes queue in the remote path
+		// (remotewrite.go) until it is in.
+		lc.requestGrant()
 	}
 	if lc.w != nil && !lc.remoteBusy() {
 		done = lc.w.AppendBatch(r.payloads, pos, l.now)
@@ -514,20 +514,11 @@ func (l *loop) flushRun() {
 	remote := false
 	for k := 0; k < n; k++ {
 		if k >= done {
-			if !remote && (cluster || lc.remoteBusy()) {
-				remote = true
-			}
-			if remote {
-				lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k])
-				continue
-			}
-			p, err := lc.append(r.payloads[k])
-			if err != nil {
-				c.sendError(r.ids[k], wire.CodeUnavailable, err.Error())
-				pos[k] = 0
-				continue
-			}
-			pos[k] = p
+			// Not appended under the grant at hand: the rest queues, in
+			// order, for the next grant (remotewrite.go).
+			remote = true
+			lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k])
+			continue
 		}
 		l.stats.msgsIn++
 		l.stats.payloadIn += uint64(len(r.payloads[k]))

@@ -229,9 +229,10 @@ func cpuSeconds() float64 {
 }
 
 // promWriter writes the Prometheus text exposition format (version 0.0.4).
+// A write error sticks in the bufio.Writer, and WriteMetrics returns it
+// from Flush.
 type promWriter struct {
-	w   *bufio.Writer
-	err error
+	w *bufio.Writer
 }
 
 func (p *promWriter) family(name, typ, help string) {
@@ -371,7 +372,9 @@ func (s *Server) startMetrics() error {
 	}
 	s.metricsAddr = ln.Addr().String()
 	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
+	s.httpDone = make(chan struct{})
+	go func() { // owned by the Server: stopMetrics waits for it
+		defer close(s.httpDone)
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Warn("metrics listener stopped", "err", err)
 		}
@@ -382,6 +385,9 @@ func (s *Server) startMetrics() error {
 
 func (s *Server) stopMetrics() {
 	if s.httpSrv != nil {
-		_ = s.httpSrv.Close()
+		if err := s.httpSrv.Close(); err != nil {
+			s.log.Warn("closing the metrics listener", "err", err)
+		}
+		<-s.httpDone
 	}
 }

@@ -38,11 +38,14 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 	ms.mu.Unlock()
 	// Ask the host to feed the copy, off the caller's loop (dialing may
 	// take a while).
-	go func() {
-		if ms.srv.cl.Read(ref.Host, ref.ID, 0) != nil {
+	if !ms.srv.cl.Go(func() {
+		if err := ms.srv.cl.Read(ref.Host, ref.ID, 0); err != nil {
+			ms.srv.log.Debug("sluice: a copy's host cannot feed it", "streamlet", ref.ID, "host", ref.Host, "err", err)
 			ms.end(s) // the host is unreachable: what the copy lacks is lost
 		}
-	}()
+	}) {
+		ms.end(s)
+	}
 	return s
 }
 

@@ -45,8 +45,14 @@ const peerFeedBytes = 256 << 10
 // nodeHello handles NODE_HELLO on a connection that has not said HELLO:
 // the first flight of the node handshake (PROTOCOL.md 9.1). It answers
 // NODE_CHALLENGE with a fresh nonce and waits for NODE_PROOF (nodeProof).
-func (l *loop) nodeHello(c *conn, body []byte) {
+// Only a cluster node takes node connections, and not over WebSocket; a
+// single node answers NODE_HELLO like any other frame before HELLO.
+func (l *loop) nodeHello(c *conn, h0 wire.Header, body []byte) {
 	srv := l.srv
+	if srv.cl == nil || c.ws != nil {
+		l.hello(c, h0, body)
+		return
+	}
 	h, err := wire.DecodeNodeHello(body)
 	if err != nil {
 		if len(body) >= 2 && h.Version != wire.NodeVersion {
@@ -147,10 +153,9 @@ func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
 			c.ownEnd(s, k)
 			return
 		}
-		c.peer.requests++
 		ob = append([]byte(nil), ob...) // gnet's buffer is reused
 		peer, id := c.peer.name, h.ID
-		go func() {
+		if !cl.Go(func() {
 			status, res, text := cl.Serve(peer, op, ob)
 			l.execute(func() {
 				c.peer.requests--
@@ -161,7 +166,13 @@ func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
 				c.scratch = wire.AppendNodeResponse(c.scratch, id, status, res, text)
 				c.ownEnd(s, k)
 			})
-		}()
+		}) {
+			s, k := c.ownStart()
+			c.scratch = wire.AppendNodeResponse(c.scratch, id, wire.NodeOverload, nil, "the node's request pool is full")
+			c.ownEnd(s, k)
+			return
+		}
+		c.peer.requests++
 	case wire.TypePing:
 		s, k := c.ownStart()
 		c.scratch = wire.AppendPong(c.scratch, h.ID)

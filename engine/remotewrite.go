@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -72,16 +71,6 @@ func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) 
 	b.run = wire.AppendRecord(b.run, payload)
 }
 
-// grant asks the channel's manager for a write grant and installs it. It
-// waits for the answer: single node only (the manager is in this process).
-func (lc *loopChan) grant() error {
-	g, err := lc.l.srv.route.WriteGrant(lc.name, lc.wAfter)
-	if err != nil {
-		return err
-	}
-	return lc.install(g)
-}
-
 // install makes g the loop's write grant: a streamlet hosted here in lc.w,
 // a peer's in lc.rg.
 func (lc *loopChan) install(g role.Grant) error {
@@ -98,21 +87,15 @@ func (lc *loopChan) install(g role.Grant) error {
 	return nil
 }
 
-// requestGrant asks the channel's manager for a write grant off the loop
-// (cluster); the answer is installed on the loop and the queue pumped.
+// requestGrant asks the channel's manager for a write grant through the
+// control plane; the answer is installed on the loop (inline on a single
+// node) and the queue pumped.
 func (lc *loopChan) requestGrant() {
 	if lc.granting {
 		return
 	}
 	lc.granting = true
-	l, srv, after := lc.l, lc.l.srv, lc.wAfter
-	go func() {
-		g, err := srv.route.WriteGrant(lc.name, after)
-		if err == nil && g.Host != srv.host.Node() && srv.cl != nil {
-			srv.cl.Connect(g.Host) // dial here, not on the loop
-		}
-		l.execute(func() { lc.onGrant(g, err) })
-	}()
+	lc.l.srv.plane.writeGrant(lc.l, lc.name, lc.wAfter, lc.onGrant)
 }
 
 // onGrant installs a grant asked for by requestGrant.
@@ -148,20 +131,14 @@ func (lc *loopChan) pump() {
 			continue
 		}
 		g := lc.rg
-		cl := lc.l.srv.cl
-		if cl == nil {
-			lc.retire(b)
-			continue
-		}
 		if len(b.run) > maxRemoteBatch {
 			lc.pend = lc.split(b)
 		}
 		lc.inflight = b
-		lp := lc.l
-		err := cl.Append(*g, b.len(), b.run, func(res wire.NodeAppended, err error) {
-			lp.execute(func() { lc.appended(b, g, res, err) })
+		err := lc.l.srv.plane.appendRemote(lc.l, *g, b.len(), b.run, func(res wire.NodeAppended, err error) {
+			lc.appended(b, g, res, err)
 		})
-		if errors.Is(err, cluster.ErrNoLink) {
+		if errors.Is(err, errNoPeer) {
 			// No link to the host: retire puts b back in front of
 			// the rest (a split tail included) for a new grant.
 			lc.inflight = nil
@@ -173,18 +150,6 @@ func (lc *loopChan) pump() {
 			lc.failBatch(b, wire.CodeUnavailable, err.Error())
 		}
 	}
-}
-
-// grantRetry is grant with a few retries for vanished streamlets (single
-// node: the manager is in this process and answers at once).
-func (lc *loopChan) grantRetry() error {
-	var err error
-	for i := 0; i < 4; i++ {
-		if err = lc.grant(); err == nil {
-			return nil
-		}
-	}
-	return err
 }
 
 // retire drops the current remote grant (its host cannot be reached) and

@@ -53,11 +53,9 @@ func (s *Server) retentionSweep() {
 	var cands []host.Retained
 	total := s.host.Footprint(&cands) + s.mirrors.footprint(&cands)
 	victims := host.ChooseExpired(total, budget, cands)
-	if s.cl == nil {
-		s.expire(victims)
-		return
+	if !s.plane.background(func() { s.expire(victims) }) {
+		s.ret.busy.Store(false) // the next sweep tries again
 	}
-	go s.expire(victims)
 }
 
 // expire drops the victims that are gateway copies and asks the managers to
@@ -110,7 +108,7 @@ const orphanGrace = time.Minute
 // directly and never has orphans. Called by the ticker; the lookups run on
 // one goroutine at a time.
 func (s *Server) reapOrphans() {
-	if s.cl == nil || !s.ret.reaping.CompareAndSwap(false, true) {
+	if !s.ret.reaping.CompareAndSwap(false, true) {
 		return
 	}
 	skew := s.cl.Skew()
@@ -122,7 +120,7 @@ func (s *Server) reapOrphans() {
 		s.ret.reaping.Store(false)
 		return
 	}
-	go func() {
+	if !s.cl.Go(func() {
 		defer s.ret.reaping.Store(false)
 		for ch, ids := range old {
 			if s.stopped.Load() {
@@ -139,5 +137,7 @@ func (s *Server) reapOrphans() {
 				}
 			}
 		}
-	}()
+	}) {
+		s.ret.reaping.Store(false)
+	}
 }

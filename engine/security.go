@@ -27,6 +27,7 @@ type security struct {
 
 	metricsAddr string
 	httpSrv     *http.Server
+	httpDone    chan struct{} // closed when httpSrv's goroutine returned
 	tlsBr       *tlsBridge
 	// The WebSocket listener (ws.go): wsAcc for ws://, wssBr for wss://.
 	wsAddr      string

@@ -40,8 +40,11 @@ type Server struct {
 	gw   *gateway
 	// route is the Manager the gateway calls: mgr on a single node, the
 	// cluster's router (to each channel's manager node) in a cluster.
-	route   role.Manager
-	cl      *cluster.Cluster // nil on a single node
+	route role.Manager
+	cl    *cluster.Cluster // nil on a single node
+	// plane is the gateway's control plane (plane.go): localPlane on a
+	// single node, clusterPlane in a cluster.
+	plane   plane
 	mirrors *mirrorSet
 	ret     retention
 	// peerMaxBody is the body limit on node-to-node connections.
@@ -111,6 +114,7 @@ func Start(opts Options) (*Server, error) {
 		Limits: s.opts.limitsFor, Clock: s.clock})
 	s.gw = newGateway(opts.Loops)
 	s.route = s.mgr
+	s.plane = localPlane{s}
 	s.mirrors = newMirrorSet(s)
 	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
 	if opts.Cluster != nil {
@@ -118,6 +122,7 @@ func Start(opts Options) (*Server, error) {
 			Manager: s.mgr, Host: s.host, Gateway: clusterGateway{s}, Transport: transport{s},
 			Log: s.log, Clock: s.clock})
 		s.route = s.cl.Router()
+		s.plane = clusterPlane{s, s.cl}
 	}
 
 	ww, err := newWriteWatch()
@@ -194,7 +199,7 @@ func (s *Server) setNodes(addrs []string) {
 // hosted one when this node hosts it, else this node's copy, created and
 // fed by the host on first use.
 func (s *Server) streamletFor(channel string, ref role.StreamletRef) *host.Streamlet {
-	if s.cl == nil || ref.Host == s.host.Node() {
+	if ref.Host == s.host.Node() {
 		return s.host.Streamlet(ref.ID)
 	}
 	return s.mirrors.get(channel, ref)
@@ -262,7 +267,7 @@ func (s *Server) ticker() {
 			now := s.clock()
 			s.mgr.Do(s.mgr.Tick(now))
 			s.mirrors.sweep(now.UnixNano())
-			s.reapOrphans()
+			s.plane.sweep()
 			for _, l := range s.loopList() {
 				l.execute(l.sweep)
 			}
@@ -304,16 +309,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.cl != nil {
 		s.cl.Shutdown()
 	}
-	var wg sync.WaitGroup
-	for _, l := range s.loopList() {
-		wg.Add(1)
-		l.execute(func() { l.goAway(); wg.Done() })
+	ls := s.loopList()
+	gone := make(chan struct{}, len(ls))
+	for _, l := range ls {
+		l.execute(func() { l.goAway(); gone <- struct{}{} })
 	}
-	waitCh := make(chan struct{})
-	go func() { wg.Wait(); close(waitCh) }()
-	select {
-	case <-waitCh:
-	case <-ctx.Done():
+	for range ls {
+		select {
+		case <-gone:
+		case <-ctx.Done():
+		}
 	}
 	s.drain(ctx)
 	err := s.eng.Stop(context.Background())
@@ -334,8 +339,8 @@ func (s *Server) drain(ctx context.Context) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		pending := make(chan int, len(s.loopList()))
 		ls := s.loopList()
+		pending := make(chan int, len(ls))
 		for _, l := range ls {
 			l.execute(func() {
 				n := 0

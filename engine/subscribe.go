@@ -76,35 +76,25 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 	}
 	lc := l.channel(string(sb.Channel))
 	lc.lastUse = l.now
-	if srv.cl == nil {
-		info, _ := srv.route.Info(lc.name, true)
-		l.subscribeWith(c, reqID, sb, lc, &sub{c: c, id: sb.SubID, lc: lc}, info)
-		return
-	}
-	// In a cluster the channel's manager may be a peer: ask it off the
-	// loop (a loop never waits for the network) and continue here. The
-	// subscription id is taken now, so that the frames that follow on the
-	// connection see it.
-	sb.Channel = append([]byte(nil), sb.Channel...) // outlives gnet's buffer
+	// The channel's manager may be a peer: the control plane answers off
+	// the loop (a loop never waits for the network) or inline, and the
+	// SUBSCRIBE continues here. The subscription id is taken now, so that
+	// the frames that follow on the connection see it.
+	sb.Channel = append([]byte(nil), sb.Channel...) // may outlive gnet's buffer
 	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true}
 	c.subs[sb.SubID] = su
 	lc.pendingSubs++
-	gen := lc.gc.gen.Load()
-	go func() {
-		info, _ := srv.route.Info(lc.name, true)
-		l.execute(func() {
-			lc.pendingSubs--
-			lc.cacheInfo(info, true, gen)
-			if c.closed || c.closing || c.subs[su.id] != su {
-				return
-			}
-			su.pending = false
-			l.subscribeWith(c, reqID, sb, lc, su, info)
-			if su.cancel {
-				l.unsubscribe(c, su.cancelReq, su.id)
-			}
-		})
-	}()
+	srv.plane.info(lc, true, func(info role.ChannelInfo, _ bool) {
+		lc.pendingSubs--
+		if c.closed || c.closing || c.subs[su.id] != su {
+			return
+		}
+		su.pending = false
+		l.subscribeWith(c, reqID, sb, lc, su, info)
+		if su.cancel {
+			l.unsubscribe(c, su.cancelReq, su.id)
+		}
+	})
 }
 
 // subscribeWith completes SUBSCRIBE with the channel's info.

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/role"
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// plane is the gateway's one way to the control plane: write grants,
+// channel info, reader interest, remote appends and background work. A
+// completion (done) always runs on the asking loop: inline, before the
+// call returns, when the answer is at hand (a single node: the manager is
+// in this process), or later as a task on that loop (a cluster: the call
+// ran on one of the cluster's pooled goroutines). Callers handle both. The
+// gateway's files never ask whether a cluster exists; only the two
+// implementations below differ.
+type plane interface {
+	// writeGrant asks channel's manager for a write grant; after names the
+	// streamlet of the previous grant that refused a write (0 if none).
+	writeGrant(l *loop, channel string, after uint64, done func(role.Grant, error))
+	// info asks for lc's channel info (creating the channel if create is
+	// set); found is false for a channel the manager does not know.
+	info(lc *loopChan, create bool, done func(info role.ChannelInfo, found bool))
+	// interest registers delta reading loops of channel with its manager.
+	interest(channel string, delta int)
+	// appendRemote sends a batch of count records (run) under grant g to a
+	// peer host; done runs on l. errNoPeer: no link to g.Host is open.
+	appendRemote(l *loop, g role.Grant, count int, run []byte, done func(wire.NodeAppended, error)) error
+	// background runs fn off the loops (single node: inline); false when
+	// it could not be started (fn did not run).
+	background(fn func()) bool
+	// sweep runs the control plane's periodic work (the ticker calls it).
+	sweep()
+}
+
+// errNoPeer: the grant names a host that cannot be reached now.
+var errNoPeer = errors.New("engine: no link to the streamlet's host")
+
+// localPlane is the control plane of a single node: every call is a call
+// on this process's manager and completes inline.
+type localPlane struct{ s *Server }
+
+func (p localPlane) writeGrant(_ *loop, channel string, after uint64, done func(role.Grant, error)) {
+	done(p.s.mgr.WriteGrant(channel, after))
+}
+
+func (p localPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool)) {
+	done(p.s.mgr.Info(lc.name, create))
+}
+
+func (p localPlane) interest(channel string, delta int) {
+	p.s.mgr.Interest(channel, p.s.host.Node(), delta)
+}
+
+func (p localPlane) appendRemote(*loop, role.Grant, int, []byte, func(wire.NodeAppended, error)) error {
+	return errNoPeer // every streamlet is hosted here
+}
+
+func (p localPlane) background(fn func()) bool { fn(); return true }
+
+// sweep does nothing: a single node frees streamlets at expiry itself and
+// has no orphans.
+func (p localPlane) sweep() {}
+
+// clusterPlane is the control plane of a cluster node: calls go to each
+// channel's manager node through the cluster's router, on the cluster's
+// bounded pool of goroutines (a loop never waits for the network), and
+// complete as tasks on the asking loop. Channel info is cached per loop
+// view until the channel's manager announces a change (gwChan.gen).
+type clusterPlane struct {
+	s  *Server
+	cl *cluster.Cluster
+}
+
+// errOverloaded: the cluster's pool has no room for another call.
+var errOverloaded = errors.New("engine: too many control-plane calls in progress")
+
+func (p clusterPlane) writeGrant(l *loop, channel string, after uint64, done func(role.Grant, error)) {
+	self := p.s.host.Node()
+	if !p.cl.Go(func() {
+		g, err := p.cl.Router().WriteGrant(channel, after)
+		if err == nil && g.Host != self {
+			p.cl.Connect(g.Host) // dial here, not on the loop
+		}
+		l.execute(func() { done(g, err) })
+	}) {
+		done(role.Grant{}, fmt.Errorf("%w: write grant for %q", errOverloaded, channel))
+	}
+}
+
+func (p clusterPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool)) {
+	gen := lc.gc.gen.Load()
+	if !create && lc.infoValid && lc.infoGen == gen {
+		done(lc.info, lc.infoFound)
+		return
+	}
+	l := lc.l
+	if !p.cl.Go(func() {
+		info, found, err := p.cl.Info(lc.name, create)
+		if err != nil {
+			p.s.log.Debug("sluice: channel info failed", "channel", lc.name, "err", err)
+		}
+		l.execute(func() {
+			if err == nil {
+				lc.cacheInfo(info, found || create, gen)
+			}
+			done(info, found)
+		})
+	}) {
+		l.execute(func() { done(role.ChannelInfo{}, false) })
+	}
+}
+
+func (p clusterPlane) interest(channel string, delta int) { p.cl.Interest(channel, delta) }
+
+func (p clusterPlane) appendRemote(l *loop, g role.Grant, count int, run []byte, done func(wire.NodeAppended, error)) error {
+	err := p.cl.Append(g, count, run, func(res wire.NodeAppended, err error) {
+		l.execute(func() { done(res, err) })
+	})
+	if errors.Is(err, cluster.ErrNoLink) {
+		return errNoPeer
+	}
+	return err
+}
+
+func (p clusterPlane) background(fn func()) bool { return p.cl.Go(fn) }
+
+// sweep frees orphaned streamlets (retention.go, reapOrphans).
+func (p clusterPlane) sweep() { p.s.reapOrphans() }
