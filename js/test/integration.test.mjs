@@ -89,6 +89,29 @@ test("subscribe from a position, last N and since T", async () => {
   c.close();
 });
 
+test("a slow iterator with a small buffer pauses, resumes from the server's history, and misses nothing", async () => {
+  const c = await connect(srv.wsURL);
+  const ps = await Promise.all(Array.from({ length: 500 }, (_, i) => c.publish("it.slow", `s${i}`)));
+  // Count the SUBSCRIBEs the client sends (an internal method, observed only here).
+  let subscribes = 0;
+  const send = c.sendSubscribe.bind(c);
+  c.sendSubscribe = (...a) => {
+    subscribes++;
+    return send(...a);
+  };
+  const sub = await c.subscribe("it.slow", { start: { position: ps[0] }, buffer: 16 });
+  const got = [];
+  while (got.length < ps.length) {
+    const ev = (await sub.next()).value;
+    assert.equal(ev.kind, "message", JSON.stringify(ev, (_, v) => (typeof v === "bigint" ? String(v) : v)));
+    got.push(ev.position);
+    if (got.length % 50 === 0) await new Promise((r) => setTimeout(r, 5)); // a reader that lags
+  }
+  assert.deepEqual(got, ps);
+  assert.ok(subscribes > 1, `the subscription paused and resumed (${subscribes} SUBSCRIBEs)`);
+  c.close();
+});
+
 test("publishNoAck messages are delivered (fire and forget)", async () => {
   const c = await connect(srv.wsURL);
   const sub = await c.subscribe("it.noack");
