@@ -947,8 +947,8 @@ async function connect(urls, opts = {}) {
     c.urlIdx = i;
     try {
       const s = await c.dial(list[i]);
-      c.install(s);
-      return c;
+      if (c.install(s)) return c;
+      errs.push(s.error ?? new DisconnectedError(`${list[i]} lost right after the handshake`));
     } catch (e) {
       errs.push(e);
     }
@@ -1082,8 +1082,8 @@ var Client = class {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
         if (err) {
+          ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
           try {
             ws.close();
           } catch {
@@ -1110,12 +1110,17 @@ var Client = class {
       };
       ws.onclose = (ev) => finish(new DisconnectedError(`${url} closed during the handshake (code ${ev.code}${ev.reason ? ", " + ev.reason : ""})`));
       ws.onmessage = (ev) => {
+        let w;
         try {
-          const w = this.handshake(ev.data, helloID);
-          finish(null, new Session(this, ws, url, w));
+          w = this.handshake(ev.data, helloID);
         } catch (e) {
           finish(e);
+          return;
         }
+        const s = new Session(this, ws, url, w);
+        this.live.add(s);
+        s.start();
+        finish(null, s);
       };
     });
   }
@@ -1151,9 +1156,9 @@ var Client = class {
       s.fail(new ClosedError());
       return false;
     }
+    if (s.dead) return false;
+    s.installed = true;
     this.cur = s;
-    this.live.add(s);
-    s.start();
     this.opts.logger?.info("sluice: connected", s.url, s.welcome.serverName);
     this.emit({ state: "connected", url: s.url, serverName: s.welcome.serverName });
     for (const sub of this.subs) {
@@ -1166,7 +1171,7 @@ var Client = class {
   sessionEnded(s, err) {
     this.live.delete(s);
     if (this.cur === s) this.cur = null;
-    if (this.state === State.CLOSED) return;
+    if (this.state === State.CLOSED || !s.installed) return;
     this.emit({ state: "disconnected", url: s.url, error: err });
     if (!this.opts.reconnect) {
       this.finish(new ClosedError(err));
@@ -1210,8 +1215,7 @@ var Client = class {
           } else refused = 0;
           continue;
         }
-        this.install(s);
-        return;
+        if (this.install(s)) return;
       }
     } finally {
       this.reconnecting = false;
@@ -1512,6 +1516,10 @@ var Session = class {
   url;
   welcome;
   dead = false;
+  /** install() made it the client's session (it then reports its end). */
+  installed = false;
+  /** Why it died. */
+  error = null;
   goaway = false;
   started = Date.now();
   pending = /* @__PURE__ */ new Map();
@@ -1609,6 +1617,7 @@ var Session = class {
   fail(err) {
     if (this.dead) return;
     this.dead = true;
+    this.error = err;
     if (this.pingTimer) clearInterval(this.pingTimer);
     if (this.goawayTimer) clearTimeout(this.goawayTimer);
     this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;

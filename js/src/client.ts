@@ -259,8 +259,8 @@ export async function connect(urls: string | string[], opts: ConnectOptions = {}
     c.urlIdx = i;
     try {
       const s = await c.dial(list[i]);
-      c.install(s);
-      return c;
+      if (c.install(s)) return c;
+      errs.push(s.error ?? new DisconnectedError(`${list[i]} lost right after the handshake`));
     } catch (e) {
       errs.push(e);
     }
@@ -438,8 +438,8 @@ export class Client {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
         if (err) {
+          ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
           try {
             ws.close();
           } catch {
@@ -468,12 +468,19 @@ export class Client {
       };
       ws.onclose = (ev) => finish(new DisconnectedError(`${url} closed during the handshake (code ${ev.code}${ev.reason ? ", " + ev.reason : ""})`));
       ws.onmessage = (ev) => {
+        let w: codec.Welcome;
         try {
-          const w = this.handshake(ev.data, helloID);
-          finish(null, new Session(this, ws, url, w));
+          w = this.handshake(ev.data, helloID);
         } catch (e) {
           finish(e as Error);
+          return;
         }
+        // The session takes the socket's events over at once: a frame or
+        // the close that follows WELCOME in the same turn is not missed.
+        const s = new Session(this, ws, url, w);
+        this.live.add(s);
+        s.start();
+        finish(null, s);
       };
     });
   }
@@ -511,9 +518,9 @@ export class Client {
       s.fail(new ClosedError());
       return false;
     }
+    if (s.dead) return false; // lost between its WELCOME and now
+    s.installed = true;
     this.cur = s;
-    this.live.add(s);
-    s.start();
     this.opts.logger?.info("sluice: connected", s.url, s.welcome.serverName);
     this.emit({ state: "connected", url: s.url, serverName: s.welcome.serverName });
     for (const sub of this.subs) {
@@ -527,7 +534,7 @@ export class Client {
   sessionEnded(s: Session, err: Error) {
     this.live.delete(s);
     if (this.cur === s) this.cur = null;
-    if (this.state === State.CLOSED) return;
+    if (this.state === State.CLOSED || !s.installed) return; // not installed: its dialer handles it
     this.emit({ state: "disconnected", url: s.url, error: err });
     if (!this.opts.reconnect) {
       this.finish(new ClosedError(err));
@@ -574,8 +581,8 @@ export class Client {
           } else refused = 0;
           continue;
         }
-        this.install(s);
-        return;
+        if (this.install(s)) return;
+        // Lost right after its handshake (or the client closed): try again.
       }
     } finally {
       this.reconnecting = false;
@@ -896,6 +903,10 @@ function startOf(s: Start): [number, bigint] {
 /** @internal */
 export class Session {
   dead = false;
+  /** install() made it the client's session (it then reports its end). */
+  installed = false;
+  /** Why it died. */
+  error: Error | null = null;
   goaway = false;
   readonly started = Date.now();
   readonly pending = new Map<number, Pending>();
@@ -1012,6 +1023,7 @@ export class Session {
   fail(err: Error) {
     if (this.dead) return;
     this.dead = true;
+    this.error = err;
     if (this.pingTimer) clearInterval(this.pingTimer);
     if (this.goawayTimer) clearTimeout(this.goawayTimer);
     this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;

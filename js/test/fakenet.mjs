@@ -103,6 +103,8 @@ export class FakeNet {
     }
     this.push(ws, codec.encodeWelcome(fr.id, this.welcome));
     ws.welcomed = true;
+    // Frames (or a close) right behind the WELCOME, in the same turn.
+    if (b && b.afterWelcome) b.afterWelcome(this, ws);
     this.wake();
   }
 

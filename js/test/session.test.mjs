@@ -516,3 +516,23 @@ test("extended DATA records become events with their message id and headers", as
   assert.deepEqual([td.decode(b2.payload), td.decode(b2.msgId), b2.headers], ["rich", "m1", [{ key: "traceparent", value: "00-1" }]]);
   c.close();
 });
+
+test("a frame right behind WELCOME in the same turn is handled (a PING gets its PONG)", async () => {
+  const net = new FakeNet();
+  net.behaviour.set("ws://a/", { afterWelcome: (n, ws) => n.push(ws, codec.encodePing(9)) });
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket });
+  const ws = await net.conn(0);
+  const f = await net.frame(ws, T.PONG);
+  assert.equal(f.id, 9);
+  c.close();
+});
+
+test("a connection lost right behind its WELCOME is not used: connect moves on to the next URL", async () => {
+  const net = new FakeNet();
+  net.behaviour.set("ws://a/", { afterWelcome: (n, ws) => n.drop(ws) });
+  const states = [];
+  const c = await connect(["ws://a/", "ws://b/"], { WebSocket: net.WebSocket, onState: (e) => states.push(`${e.state} ${e.url}`) });
+  assert.equal(c.url, "ws://b/");
+  assert.deepEqual(states, ["connected ws://b/"]);
+  c.close();
+});
