@@ -1342,6 +1342,7 @@ var Client = class {
       }
       this.queued.push(entry);
       this.pump();
+      if (this.queued.includes(entry) && entry.payload === payload) entry.payload = entry.payload.slice();
     });
   }
   rejectQueued(q, err) {

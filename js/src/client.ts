@@ -720,6 +720,8 @@ export class Client {
       }
       this.queued.push(entry);
       this.pump();
+      // One that has to wait keeps its own copy: the caller may reuse its buffer.
+      if (this.queued.includes(entry) && entry.payload === payload) entry.payload = entry.payload.slice();
     });
   }
 

@@ -536,3 +536,18 @@ test("a connection lost right behind its WELCOME is not used: connect moves on t
   assert.deepEqual(states, ["connected ws://b/"]);
   c.close();
 });
+
+test("a publish that has to wait keeps a copy of its payload", async () => {
+  const { net, c, ws } = await setup({ maxPending: 1 });
+  const p1 = c.publish("ch", "first");
+  const buf = te.encode("original");
+  const p2 = c.publish("ch", buf); // waits for the window
+  buf.set(te.encode("MUTATED!"));
+  const f1 = await net.frame(ws, T.PUBLISH);
+  net.push(ws, codec.encodePubAck([{ id: f1.id, position: 1n }]));
+  const f2 = await net.frame(ws, T.PUBLISH);
+  assert.equal(f2.v.text, "original");
+  net.push(ws, codec.encodePubAck([{ id: f2.id, position: 2n }]));
+  assert.deepEqual(await Promise.all([p1, p2]), [1n, 2n]);
+  c.close();
+});
