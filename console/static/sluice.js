@@ -858,6 +858,7 @@ function errText(e) {
 }
 
 // src/ws.ts
+var SUBPROTOCOL = "sluice.v1";
 async function resolveWebSocket(given, maxMessage) {
   if (given) return given;
   const g = globalThis.WebSocket;
@@ -875,8 +876,8 @@ async function resolveWebSocket(given, maxMessage) {
   const WS = mod.WebSocket ?? mod.default;
   return class extends WS {
     corked = false;
-    constructor(url) {
-      super(url, [], { maxPayload: maxMessage });
+    constructor(url, protocols) {
+      super(url, protocols ?? [], { maxPayload: maxMessage });
     }
     // Every frame is its own WebSocket message, and `ws` writes each to the
     // socket at once: one system call per frame. Frames sent in one turn of
@@ -1070,7 +1071,7 @@ var Client = class {
     return new Promise((resolve, reject) => {
       let ws;
       try {
-        ws = new this.WS(url);
+        ws = new this.WS(url, [SUBPROTOCOL]);
       } catch (e) {
         reject(new DisconnectedError(`cannot open ${url}: ${e instanceof Error ? e.message : e}`, e));
         return;

@@ -16,7 +16,7 @@ import {
   UnknownOutcomeError,
   UnsubscribedError,
 } from "./errors.js";
-import { resolveWebSocket, type WebSocketConstructor, type WebSocketLike } from "./ws.js";
+import { resolveWebSocket, SUBPROTOCOL, type WebSocketConstructor, type WebSocketLike } from "./ws.js";
 
 export const DEFAULT_NAME = "sluice-js";
 export const DEFAULT_BACKOFF_MIN_MS = 100;
@@ -426,7 +426,7 @@ export class Client {
     return new Promise<Session>((resolve, reject) => {
       let ws: WebSocketLike;
       try {
-        ws = new this.WS(url);
+        ws = new this.WS(url, [SUBPROTOCOL]);
       } catch (e) {
         reject(new DisconnectedError(`cannot open ${url}: ${e instanceof Error ? e.message : e}`, e));
         return;

@@ -17,7 +17,10 @@ export interface WebSocketLike {
 }
 
 /** A constructor such as the browser's WebSocket or the `ws` package's. */
-export type WebSocketConstructor = new (url: string) => WebSocketLike;
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
+
+/** The WebSocket subprotocol the SDK offers (PROTOCOL.md 10.1); a server may also select none. */
+export const SUBPROTOCOL = "sluice.v1";
 
 /**
  * Finds a WebSocket: the one given, else the global one (browsers, Deno,
@@ -45,8 +48,8 @@ export async function resolveWebSocket(
   type Corkable = { cork(): void; uncork(): void };
   return class extends (WS as unknown as new (...a: unknown[]) => { send(d: Uint8Array): void }) {
     private corked = false;
-    constructor(url: string) {
-      super(url, [], { maxPayload: maxMessage });
+    constructor(url: string, protocols?: string | string[]) {
+      super(url, protocols ?? [], { maxPayload: maxMessage });
     }
     // Every frame is its own WebSocket message, and `ws` writes each to the
     // socket at once: one system call per frame. Frames sent in one turn of

@@ -54,8 +54,9 @@ export class FakeNet {
     this.waiters = [];
     const net = this;
     this.WebSocket = class FakeWS {
-      constructor(url) {
+      constructor(url, protocols) {
         this.url = url;
+        this.protocols = protocols;
         this.binaryType = "blob";
         this.bufferedAmount = 0;
         this.readyState = 0;

@@ -60,6 +60,7 @@ test("HELLO carries name and token; WELCOME is exposed", async () => {
   assert.equal(ws.hello.name, "web-1");
   assert.equal(td.decode(ws.hello.token), "s3cret");
   assert.equal(ws.hello.minVersion, 1);
+  assert.deepEqual(ws.protocols, ["sluice.v1"], "the subprotocol of PROTOCOL.md 10.1 is offered");
   assert.equal(c.welcome.serverName, "fake");
   c.close();
 });
