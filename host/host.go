@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/ringbuf"
 	"github.com/sluice-rtm/sluice/role"
+	"github.com/sluice-rtm/sluice/wire"
 )
 
 // Waker is told that a streamlet changed: records were appended, or it was
@@ -62,6 +63,9 @@ type Streamlet struct {
 	// sealedAt is when the buffer was sealed (unix ns, the host's clock; 0
 	// while open).
 	sealedAt atomic.Int64
+	// dd is the channel's dedup window, set (under mu) by the first append
+	// of a message with an id (dedup.go).
+	dd *chanWindow
 }
 
 // ID returns the streamlet's id.
@@ -159,35 +163,99 @@ func (s *Streamlet) Append(p []byte, now int64) (uint64, error) {
 // than len(payloads) means the streamlet closed (and is now sealed).
 // Wakers are told; the host's load counters count what was appended.
 func (s *Streamlet) AppendBatch(payloads [][]byte, pos []uint64, now int64) int {
-	n, bytes := s.appendLocked(payloads, pos, now)
-	if n > 0 {
-		s.h.appended.Add(uint64(n))
+	return s.AppendBatchExt(payloads, nil, pos, nil, now)
+}
+
+// AppendExt is Append of a record whose body is an extended record body
+// when ext is set (wire.ParseExt). A message whose id the channel's dedup
+// window holds is not appended: its first position is returned.
+func (s *Streamlet) AppendExt(p []byte, ext bool, now int64) (uint64, error) {
+	var pos [1]uint64
+	if s.AppendBatchExt([][]byte{p}, []bool{ext}, pos[:], nil, now) == 0 {
+		return 0, role.ErrStreamletClosed
+	}
+	return pos[0], nil
+}
+
+// AppendBatchExt is AppendBatch of records that may be extended: recs[k]
+// is an extended record body when ext[k] (ext may be nil: none is). An
+// extended record with a message id that the channel's dedup window holds
+// is not appended (dedup.go): pos[k] is the position of the message first
+// stored with that id, and dup[k] (if dup is not nil) is set. It returns
+// how many records were handled, appended or deduplicated, in order;
+// fewer than len(recs) means the streamlet closed (and is now sealed).
+// The caller must have validated extended bodies (wire.ParseExt).
+func (s *Streamlet) AppendBatchExt(recs [][]byte, ext []bool, pos []uint64, dup []bool, now int64) int {
+	n, stored, bytes := s.appendLocked(recs, ext, pos, dup, now)
+	if stored > 0 {
+		s.h.appended.Add(uint64(stored))
 		s.h.appendedBytes.Add(uint64(bytes))
+	}
+	if n-stored > 0 {
+		s.h.ddDups.Add(uint64(n - stored))
 	}
 	s.wake()
 	return n
 }
 
-func (s *Streamlet) appendLocked(payloads [][]byte, pos []uint64, now int64) (n, bytes int) {
+func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []bool, now int64) (n, stored, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.buf.Sealed() {
-		return 0, 0
+		return 0, 0, 0
 	}
 	if now >= s.leaseEnd {
 		s.sealLocked()
-		return 0, 0
+		return 0, 0, 0
 	}
-	for k, p := range payloads {
-		i, err := s.buf.Append(p, now)
+	cw := s.dd
+	if cw != nil {
+		cw.mu.Lock()
+	}
+	for k, p := range recs {
+		x := ext != nil && ext[k]
+		var id []byte
+		if x {
+			if e, err := wire.ParseExt(p, wire.TypePublish); err == nil {
+				id = e.MsgID
+			}
+		}
+		if len(id) > 0 {
+			if cw == nil {
+				cw = s.window(now) // takes and releases cw.mu
+				cw.mu.Lock()
+			}
+			if first, ok := cw.w.Lookup(id, now); ok {
+				pos[k] = first
+				if dup != nil {
+					dup[k] = true
+				}
+				n = k + 1
+				continue
+			}
+		}
+		if dup != nil {
+			dup[k] = false
+		}
+		i, err := s.buf.AppendExt(p, x, now)
 		if err != nil {
 			s.sealLocked()
-			return k, bytes
+			n = k
+			break
 		}
 		pos[k] = s.first + uint64(i)
+		if len(id) > 0 {
+			cw.w.Add(id, pos[k], now)
+		}
+		stored++
 		bytes += len(p)
+		n = k + 1
 	}
-	return len(payloads), bytes
+	if cw != nil {
+		cw.next = s.first + uint64(s.buf.Len())
+		cw.mu.Unlock()
+	}
+	return n, stored, bytes
 }
 
 // Fill appends to a copy (NewCopy) the records of its original from index
@@ -276,12 +344,22 @@ type Host struct {
 	retained atomic.Int64
 	// appended counts messages and payload bytes appended (load report).
 	appended, appendedBytes atomic.Uint64
+
+	// Deduplication (dedup.go): the window and id bound, the channels'
+	// windows (under mu) and counters.
+	ddWindow                      time.Duration
+	ddMax                         int
+	wmu                           sync.Mutex // guards windows and byChan; taken inside Streamlet.mu, never the reverse
+	windows                       map[string]*chanWindow
+	byChan                        map[string][]*Streamlet // hosted streamlets by channel
+	ddDups, ddRebuilds, ddPartial atomic.Uint64
 }
 
 // New returns an empty host for node; clock stamps seals.
 func New(node string, clock func() time.Time) *Host {
 	return &Host{node: node, clock: clock, streamlets: make(map[uint64]*Streamlet),
-		idBase: (rand.Uint64() | 1) << 40}
+		idBase: (rand.Uint64() | 1) << 40, windows: make(map[string]*chanWindow),
+		byChan: make(map[string][]*Streamlet)}
 }
 
 // Node returns the name of the node the host runs on.
@@ -311,6 +389,7 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
 	}
 	s.buf.Account(&h.retained)
+	h.inherit(s)
 	h.mu.Lock()
 	if h.streamlets[g.Streamlet] != nil {
 		h.mu.Unlock()
@@ -318,6 +397,7 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 	}
 	h.streamlets[g.Streamlet] = s
 	h.mu.Unlock()
+	h.index(s)
 	h.hosted.Add(1)
 	return nil
 }
@@ -389,6 +469,7 @@ func (h *Host) Free(id uint64) {
 	delete(h.streamlets, id)
 	h.mu.Unlock()
 	if s != nil {
+		h.unindex(s)
 		s.mu.Lock() // Free must not run concurrently with a writer
 		s.buf.Seal()
 		s.buf.Free()
