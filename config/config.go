@@ -84,6 +84,8 @@ type file struct {
 	LimitLife       *Duration   `toml:"limit-life"`
 	TTL             *Duration   `toml:"ttl"`
 	MaxRetained     *Size       `toml:"max-retained"`
+	DedupWindow     *Duration   `toml:"dedup-window"`
+	DedupIDs        *int        `toml:"dedup-ids"`
 	MaxPayload      *Size       `toml:"max-payload"`
 	MaxConns        *int        `toml:"max-conns"`
 	MaxSubs         *int        `toml:"max-subs"`
@@ -317,6 +319,8 @@ func (f *file) apply(dst *Serve) error {
 	setd(&o.LimitLife, f.LimitLife)
 	setd(&o.TTL, f.TTL)
 	sets(&o.MaxRetained, f.MaxRetained)
+	setd(&o.DedupWindow, f.DedupWindow)
+	seti(&o.DedupIDs, f.DedupIDs)
 	sets(&o.MaxPayload, f.MaxPayload)
 	seti(&o.MaxConns, f.MaxConns)
 	seti(&o.MaxSubsPerConn, f.MaxSubs)
@@ -450,7 +454,7 @@ var fieldKeys = map[string]string{
 	"Listen": "listen", "Loops": "loops", "ServerName": "name",
 	"MaxConns": "max-conns", "MaxSubsPerConn": "max-subs", "MaxPayload": "max-payload",
 	"LimitMsgs": "limit-msgs", "LimitSize": "limit-size", "LimitLife": "limit-life", "TTL": "ttl",
-	"MaxRetained": "max-retained", "OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
+	"MaxRetained": "max-retained", "DedupWindow": "dedup-window", "DedupIDs": "dedup-ids", "OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
 	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
 	"FrameTimeout": "frame-timeout",
 	"PublishRate":  "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",

@@ -29,6 +29,8 @@ type conn struct {
 	opened int64 // unix ns, for the handshake deadline
 
 	hello   bool
+	headers bool // FeatureHeaders negotiated: EXT publishes, extended records delivered
+	s2      bool // FeatureS2 negotiated: compressed publishes and DATA
 	closing bool // a fatal error was queued; input is ignored
 	closed  bool // gnet closed it; cleanup done or pending
 	// halfClosed: a fatal ERROR was written and the write side shut
@@ -223,11 +225,12 @@ func (c *conn) sendGap(subID uint32, from, to uint64, r wire.GapReason) {
 
 // sendData queues a DATA frame for subID whose body is prefix followed by
 // the record run; prefix and run are shared, only the header is copied.
-func (c *conn) sendData(subID uint32, prefix []byte, run [][]byte, nbytes int) {
+// It takes header flags (FlagCompressed: run is one S2 block of nbytes).
+func (c *conn) sendDataFlags(subID uint32, flags wire.Flags, prefix []byte, run [][]byte, nbytes int) {
 	_, count, _ := wire.DataPrefix(prefix) // made by loop.prefix
 	c.l.stats.msgsOut += uint64(count)
 	s, k := c.ownStart()
-	c.scratch = wire.AppendHeader(c.scratch, wire.TypeData, 0, subID, len(prefix)+nbytes)
+	c.scratch = wire.AppendHeader(c.scratch, wire.TypeData, flags, subID, len(prefix)+nbytes)
 	c.ownEnd(s, k)
 	c.shared(prefix)
 	for _, b := range run {

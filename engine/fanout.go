@@ -328,10 +328,10 @@ func (lc *loopChan) deliver() {
 			lc.live.pos = r.gapTo + 1
 			continue
 		}
-		p := l.prefix(r.first, r.count)
+		b := l.batch(r)
 		keep := lc.liveSubs[:0]
 		for _, s := range lc.liveSubs {
-			if s.send(r, p, l.iov) {
+			if s.send(b) {
 				lc.catchup = append(lc.catchup, s) // lagging from r.first on
 			} else {
 				keep = append(keep, s)
@@ -405,7 +405,8 @@ func decideLive(p SlowPolicy, over, skipping bool) liveAction {
 // It reports true when s leaves the live stream (policy lag): its cursor
 // is then at the batch's first position and the caller moves it to the
 // catch-up subscribers.
-func (s *sub) send(r readResult, prefix []byte, run [][]byte) bool {
+func (s *sub) send(b *dataBatch) bool {
+	r := b.r
 	c := s.c
 	if c.closing || c.closed {
 		return false
@@ -429,9 +430,9 @@ func (s *sub) send(r readResult, prefix []byte, run [][]byte) bool {
 	case actEndSkip:
 		c.sendGap(s.id, s.skipFrom, r.first-1, wire.GapSlow)
 		s.skipping = false
-		c.sendData(s.id, prefix, run, r.nbytes)
+		b.sendTo(c, s.id)
 	case actSend:
-		c.sendData(s.id, prefix, run, r.nbytes)
+		b.sendTo(c, s.id)
 	}
 	return false
 }
@@ -463,7 +464,7 @@ func (lc *loopChan) deliverCatchup() {
 				s.cur.pos = r.gapTo + 1
 				continue
 			}
-			c.sendData(s.id, l.prefix(r.first, r.count), l.iov, r.nbytes)
+			l.batch(r).sendTo(c, s.id)
 			s.cur.pos += uint64(r.count)
 			budget -= r.nbytes
 		}

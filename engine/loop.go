@@ -56,7 +56,15 @@ type loop struct {
 	// node-to-node scratch (peer.go)
 	peerPayloads [][]byte
 	peerPos      []uint64
-	stamps       []int64
+	peerExt      []bool
+	peerDup      []bool
+	// inflated holds the decompressed bodies of the run's compressed
+	// publishes until flushRun (msgext.go); zin and zrun are scratch of
+	// compressed output.
+	inflated []byte
+	zin      []byte
+	db       dataBatch // the batch being delivered (msgdata.go)
+	stamps   []int64
 }
 
 // maxRun bounds a run of publishes, and so how long one loop holds a
@@ -68,6 +76,7 @@ type pubRun struct {
 	c        *conn
 	lc       *loopChan
 	payloads [][]byte
+	ext      []bool // payloads[k] is an extended record body (FlagExt)
 	ids      []uint32
 	acked    []bool
 	pos      []uint64
@@ -149,6 +158,9 @@ func (l *loop) flush() {
 	clear(l.held)
 	l.held = l.held[:0]
 	l.shared = l.shared[:0]
+	if len(l.run.payloads) == 0 {
+		l.inflated = l.inflated[:0] // no publish refers to it any more
+	}
 }
 
 // task adapts a function to gnet.Runnable, wrapping it in begin/end.
@@ -351,8 +363,9 @@ func (l *loop) nodeInputFailed(c *conn, err error) {
 }
 
 func (l *loop) frame(c *conn, h wire.Header, body []byte) {
-	if h.Flags&wire.FlagCompressed != 0 {
-		// S2 is never negotiated in version 1 (PROTOCOL.md 1.3).
+	if h.Flags&wire.FlagCompressed != 0 && !l.compressedOK(c, h) {
+		// PROTOCOL.md 1.3 and 2.15: only a PUBLISH after FeatureS2 was
+		// negotiated, or a node's NODE_APPEND / NODE_FEED.
 		c.sendError(0, wire.CodeProtocolError, fmt.Sprintf("%v has flag COMPRESSED, which was not negotiated", h.Type))
 		return
 	}
@@ -441,11 +454,19 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	s, k := c.ownStart()
 	w := l.srv.welcomeNow()
 	w.Version = v
+	w.Features = hello.Features & serverFeatures
+	c.headers = w.Features&wire.FeatureHeaders != 0
+	c.s2 = w.Features&wire.FeatureS2 != 0
 	c.scratch = wire.AppendWelcome(c.scratch, h.ID, w)
 	c.ownEnd(s, k)
 }
 
 func (l *loop) publish(c *conn, h wire.Header, body []byte) {
+	if h.Flags&wire.FlagCompressed != 0 {
+		if body = l.inflatePublish(c, body); body == nil {
+			return
+		}
+	}
 	name, payload, err := wire.DecodePublish(body)
 	if err != nil {
 		c.sendError(0, wire.CodeProtocolError, err.Error())
@@ -454,6 +475,10 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 	if len(payload) > l.srv.opts.MaxPayload {
 		c.sendError(h.ID, wire.CodePayloadTooLarge,
 			fmt.Sprintf("payload of %d bytes exceeds the limit of %d", len(payload), l.srv.opts.MaxPayload))
+		return
+	}
+	ext := h.Flags&wire.FlagExt != 0
+	if ext && !l.checkExt(c, h, payload) {
 		return
 	}
 	if !l.allowPublish(c, h.ID, name) {
@@ -477,6 +502,7 @@ func (l *loop) publish(c *conn, h wire.Header, body []byte) {
 		r.c, r.lc = c, lc
 	}
 	r.payloads = append(r.payloads, payload)
+	r.ext = append(r.ext, ext)
 	r.ids = append(r.ids, h.ID)
 	r.acked = append(r.acked, h.Flags&wire.FlagAck != 0)
 }
@@ -504,7 +530,7 @@ func (l *loop) flushRun() {
 		lc.requestGrant()
 	}
 	if lc.w != nil && !lc.remoteBusy() {
-		done = lc.w.AppendBatch(r.payloads, pos, l.now)
+		done = lc.w.AppendBatchExt(r.payloads, r.ext, pos, nil, l.now)
 		if done < n {
 			// The streamlet closed: the rest goes through the grant path.
 			lc.wAfter = lc.w.ID()
@@ -517,7 +543,7 @@ func (l *loop) flushRun() {
 			// Not appended under the grant at hand: the rest queues, in
 			// order, for the next grant (remotewrite.go).
 			remote = true
-			lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k])
+			lc.queueRemote(c, r.ids[k], r.acked[k], r.payloads[k], r.ext[k])
 			continue
 		}
 		l.stats.msgsIn++
@@ -539,8 +565,8 @@ func (l *loop) flushRun() {
 		lc.touched = true
 		l.touched = append(l.touched, lc)
 	}
-	clear(r.payloads) // drop references into gnet's buffer
-	r.payloads, r.ids, r.acked = r.payloads[:0], r.ids[:0], r.acked[:0]
+	clear(r.payloads) // drop references into gnet's buffer and l.inflated
+	r.payloads, r.ext, r.ids, r.acked = r.payloads[:0], r.ext[:0], r.ids[:0], r.acked[:0]
 	r.c, r.lc = nil, nil
 }
 

@@ -64,10 +64,11 @@ func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
 	if s == nil {
 		return // dropped meanwhile
 	}
-	s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, int64) {
+	s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, bool, int64) {
 		var p []byte
-		p, run, _ = wire.NextRecord(run) // validated by DecodeNodeFeed
-		return p, wire.FeedStamp(stamps, i)
+		var ext bool
+		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
+		return p, ext, wire.FeedStamp(stamps, i)
 	}, f.Flags&(wire.FeedSealed|wire.FeedGone) != 0)
 	ms.srv.gw.wake(s.Channel())
 }

@@ -92,6 +92,16 @@ type Options struct {
 	// ChannelRules override the four limits above per channel-name prefix.
 	ChannelRules []ChannelRule
 
+	// DedupWindow is how long a message id is remembered (PROTOCOL.md
+	// 2.14): a publish repeating an id stored in the channel less than
+	// this long ago is answered with the first position and not stored.
+	// It is bounded by retention: the effective window is the smaller of
+	// DedupWindow and TTL (the ids live in the retained records).
+	DedupWindow time.Duration
+	// DedupIDs bounds the ids remembered per channel (about 64 bytes
+	// each); past it the oldest are forgotten first.
+	DedupIDs int
+
 	// OutboundLimit bounds the bytes waiting to be written to one
 	// connection. Past it SlowPolicy applies to live subscribers, replays
 	// and lagging subscribers wait until the socket takes bytes again, and
@@ -177,6 +187,8 @@ func DefaultOptions() Options {
 		LimitLife:        4 * time.Second,
 		TTL:              60 * time.Second,
 		MaxRetained:      1 << 30,
+		DedupWindow:      2 * time.Minute,
+		DedupIDs:         100_000,
 		OutboundLimit:    8 << 20,
 		SlowPolicy:       SlowLag,
 		PingInterval:     30 * time.Second,
@@ -229,6 +241,10 @@ func (o *Options) Validate() error {
 		return optErr("MaxPayload", "%d is outside 1..64 MiB", o.MaxPayload)
 	case o.MaxRetained < 0:
 		return optErr("MaxRetained", "negative")
+	case o.DedupWindow < time.Millisecond:
+		return optErr("DedupWindow", "%v is below 1ms", o.DedupWindow)
+	case o.DedupIDs < 1 || o.DedupIDs > 10_000_000:
+		return optErr("DedupIDs", "%d is outside 1..10000000", o.DedupIDs)
 	case o.OutboundLimit < 64<<10:
 		return optErr("OutboundLimit", "%d is below 64 KiB", o.OutboundLimit)
 	case o.SlowPolicy != SlowLag && o.SlowPolicy != SlowSkip && o.SlowPolicy != SlowDisconnect:

@@ -199,19 +199,32 @@ func (l *loop) peerAppend(c *conn, id uint32, body []byte) {
 	case s.Epoch() != a.Epoch:
 		res.Status = wire.NodeStale
 	default:
-		payloads := l.peerPayloads[:0]
-		for p, rest, ok := wire.NextRecord(run); ok; p, rest, ok = wire.NextRecord(rest) {
+		payloads, exts := l.peerPayloads[:0], l.peerExt[:0]
+		for p, ext, rest, ok := wire.NextRecordExt(run); ok; p, ext, rest, ok = wire.NextRecordExt(rest) {
 			payloads = append(payloads, p)
+			exts = append(exts, ext)
 		}
 		if cap(l.peerPos) < len(payloads) {
 			l.peerPos = make([]uint64, len(payloads))
+			l.peerDup = make([]bool, len(payloads))
 		}
-		pos := l.peerPos[:len(payloads)]
-		n := s.AppendBatch(payloads, pos, l.now)
+		pos, dup := l.peerPos[:len(payloads)], l.peerDup[:len(payloads)]
+		n := s.AppendBatchExt(payloads, exts, pos, dup, l.now)
 		res.Done = uint32(n)
-		if n > 0 {
-			res.First = pos[0]
-			l.stats.msgsIn += uint64(n)
+		stored := 0
+		for k := 0; k < n; k++ {
+			switch {
+			case dup[k]:
+				res.Dups = append(res.Dups, wire.NodeDup{Index: uint32(k), Position: pos[k]})
+			case stored == 0:
+				res.First = pos[k]
+				stored++
+			default:
+				stored++
+			}
+		}
+		if stored > 0 {
+			l.stats.msgsIn += uint64(stored)
 			if gc := l.srv.gw.lookup(s.Channel()); gc != nil {
 				gc.notify(l)
 			}
@@ -220,7 +233,7 @@ func (l *loop) peerAppend(c *conn, id uint32, body []byte) {
 			res.Status = wire.NodeClosed
 		}
 		clear(payloads)
-		l.peerPayloads = payloads[:0]
+		l.peerPayloads, l.peerExt = payloads[:0], exts[:0]
 	}
 	st, k := c.ownStart()
 	c.scratch = wire.AppendNodeAppended(c.scratch, id, res)

@@ -44,8 +44,9 @@ func (lc *loopChan) remoteBusy() bool {
 	return lc.rg != nil || lc.inflight != nil || lc.pend != nil
 }
 
-// queueRemote adds one publish to the pending batch.
-func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) {
+// queueRemote adds one publish to the pending batch; ext marks payload as
+// an extended record body.
+func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte, ext bool) {
 	if lc.pend != nil && len(lc.pend.run) > maxPend {
 		c.sendError(id, wire.CodeUnavailable,
 			fmt.Sprintf("more than %d bytes wait for the host of %q", maxPend, lc.name))
@@ -68,7 +69,7 @@ func (lc *loopChan) queueRemote(c *conn, id uint32, acked bool, payload []byte) 
 	b.conns = append(b.conns, c)
 	b.ids = append(b.ids, id)
 	b.acked = append(b.acked, acked)
-	b.run = wire.AppendRecord(b.run, payload)
+	b.run = wire.AppendRecordExt(b.run, payload, ext)
 }
 
 // install makes g the loop's write grant: a streamlet hosted here in lc.w,
@@ -171,7 +172,7 @@ func (lc *loopChan) retire(b *rbatch) {
 // merged in front of lc.pend.
 func (lc *loopChan) split(b *rbatch) *rbatch {
 	off, k := 0, 0
-	for rec, rest, ok := wire.NextRecord(b.run); ok; rec, rest, ok = wire.NextRecord(rest) {
+	for rec, _, rest, ok := wire.NextRecordExt(b.run); ok; rec, _, rest, ok = wire.NextRecordExt(rest) {
 		if k > 0 && off+wire.RecordHeaderLen+len(rec) > maxRemoteBatch {
 			break
 		}
@@ -211,10 +212,14 @@ func (lc *loopChan) appended(b *rbatch, g *role.Grant, res wire.NodeAppended, er
 		return
 	}
 	done := min(int(res.Done), b.len())
-	lc.ack(b, 0, done, res.First)
+	if len(res.Dups) == 0 {
+		lc.ack(b, 0, done, res.First)
+	} else {
+		lc.ackDups(b, done, res)
+	}
 	off := 0
 	for i := 0; i < done; i++ {
-		_, r, _ := wire.NextRecord(b.run[off:])
+		_, _, r, _ := wire.NextRecordExt(b.run[off:])
 		off = len(b.run) - len(r)
 	}
 	lc.l.remoteBytes -= off
@@ -256,6 +261,22 @@ func (lc *loopChan) ack(b *rbatch, from, to int, first uint64) {
 	lc.lastUse = l.now
 }
 
+// ackDups acknowledges records [0, done) of b when the host deduplicated
+// some (PROTOCOL.md 9.3.6): those get the position of their first copy, the
+// others first, first+1, ... in order.
+func (lc *loopChan) ackDups(b *rbatch, done int, res wire.NodeAppended) {
+	next, d := res.First, 0
+	for i := 0; i < done; i++ {
+		if d < len(res.Dups) && int(res.Dups[d].Index) == i {
+			lc.ack(b, i, i+1, res.Dups[d].Position)
+			d++
+			continue
+		}
+		lc.ack(b, i, i+1, next)
+		next++
+	}
+}
+
 // recycle keeps b's arrays for the next pending batch. Only a batch that
 // nothing references any more may be recycled (a rest cut from a batch
 // shares its arrays).
@@ -283,8 +304,8 @@ func (lc *loopChan) appendLocal(b *rbatch) {
 	l := lc.l
 	i, run := 0, b.run
 	for i < b.len() && lc.w != nil {
-		rec, rest, _ := wire.NextRecord(run)
-		pos, err := lc.w.Append(rec, l.now)
+		rec, ext, rest, _ := wire.NextRecordExt(run)
+		pos, err := lc.w.AppendExt(rec, ext, l.now)
 		if err != nil {
 			lc.wAfter = lc.w.ID()
 			lc.w = nil

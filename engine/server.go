@@ -72,6 +72,7 @@ type Server struct {
 	plainLinks bool
 	slowSkips  atomic.Int64
 	slowLags   atomic.Int64
+	s2Batches  atomic.Uint64 // DATA batches compressed once for S2 subscribers (msgdata.go)
 
 	// ww wakes loops when a full socket drains (writable_linux.go);
 	// writableWakes counts the wake-ups (conn.writable).
@@ -110,6 +111,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.maxBody = wire.MaxBodyFor(uint32(opts.MaxPayload))
 	s.host = host.New(opts.ServerName, s.clock)
+	s.host.SetDedup(min(opts.DedupWindow, opts.TTL), opts.DedupIDs)
 	s.mgr = manager.New(manager.Config{Node: opts.ServerName, Host: s.host, NewID: s.host.NewID,
 		Limits: s.opts.limitsFor, Clock: s.clock})
 	s.gw = newGateway(opts.Loops)

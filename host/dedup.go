@@ -185,4 +185,3 @@ func (h *Host) maxIDs() int {
 	}
 	return h.ddMax
 }
-

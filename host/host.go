@@ -259,22 +259,23 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 }
 
 // Fill appends to a copy (NewCopy) the records of its original from index
-// start on: next returns record i's payload and stamp. Records it holds
-// already (a re-read after a reconnect) are skipped; seal ends the copy.
-// Wakers are not told: a copy's readers are the gateway's, woken by it.
-func (s *Streamlet) Fill(start, count int, next func(i int) ([]byte, int64), seal bool) {
+// start on: next returns record i's body, whether it is extended, and its
+// stamp. Records it holds already (a re-read after a reconnect) are
+// skipped; seal ends the copy. Wakers are not told: a copy's readers are
+// the gateway's, woken by it.
+func (s *Streamlet) Fill(start, count int, next func(i int) ([]byte, bool, int64), seal bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.buf.Len()
 	for i := 0; i < count; i++ {
-		p, stamp := next(i)
+		p, ext, stamp := next(i)
 		if start+i < n || s.buf.Sealed() {
 			continue
 		}
 		if start+i > s.buf.Len() {
 			break // a hole: cannot happen on one ordered feed
 		}
-		if _, err := s.buf.Append(p, stamp); err != nil {
+		if _, err := s.buf.AppendExt(p, ext, stamp); err != nil {
 			s.sealLocked()
 		}
 	}

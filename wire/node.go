@@ -206,30 +206,79 @@ func checkRun(t Type, run []byte, count uint32) error {
 }
 
 // NodeAppended is the body of NODE_APPENDED: u8 status, u32 done (records
-// appended, a prefix of the request's), u64 first (position of the first
-// appended record; 0 when done is 0).
+// handled, a prefix of the request's), u64 first (position of the first
+// appended record; 0 when none was appended), then, only when some of the
+// done records were deduplicated (PROTOCOL.md 2.14) instead of appended,
+// u32 n (>= 1) and n x (u32 index, u64 position): the index of each such
+// record in the request and the position of the message first stored with
+// its id, in increasing index order. The appended records have the
+// positions first, first+1, ... in request order.
 type NodeAppended struct {
 	Status uint8
 	Done   uint32
 	First  uint64
+	Dups   []NodeDup
+}
+
+// NodeDup is a deduplicated record of a NODE_APPEND.
+type NodeDup struct {
+	Index    uint32
+	Position uint64
 }
 
 // AppendNodeAppended appends a whole NODE_APPENDED frame.
 func AppendNodeAppended(dst []byte, id uint32, a NodeAppended) []byte {
-	dst = AppendHeader(dst, TypeNodeAppended, 0, id, 1+4+8)
+	n := 1 + 4 + 8
+	if len(a.Dups) > 0 {
+		n += 4 + 12*len(a.Dups)
+	}
+	dst = AppendHeader(dst, TypeNodeAppended, 0, id, n)
 	dst = append(dst, a.Status)
 	dst = binary.BigEndian.AppendUint32(dst, a.Done)
-	return binary.BigEndian.AppendUint64(dst, a.First)
+	dst = binary.BigEndian.AppendUint64(dst, a.First)
+	if len(a.Dups) > 0 {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(a.Dups)))
+		for _, d := range a.Dups {
+			dst = binary.BigEndian.AppendUint32(dst, d.Index)
+			dst = binary.BigEndian.AppendUint64(dst, d.Position)
+		}
+	}
+	return dst
 }
 
-// DecodeNodeAppended decodes a NODE_APPENDED body.
+// DecodeNodeAppended decodes a NODE_APPENDED body. The dup count is
+// checked against the body length before the list is allocated; the dup
+// indexes must increase and be below done.
 func DecodeNodeAppended(body []byte) (NodeAppended, error) {
 	d := decoder{b: body, frame: TypeNodeAppended}
 	a := NodeAppended{Status: d.u8("status"), Done: d.u32("done"), First: d.u64("first")}
 	if d.err == nil && a.Status > nodeStatusMax {
 		d.failf("unknown status %d", a.Status)
 	}
-	return a, d.exact()
+	if d.err == nil && len(body) > 13 {
+		n := d.u32("dup count")
+		switch {
+		case d.err != nil:
+		case n == 0:
+			d.failf("dup count 0")
+		case uint64(len(body)-d.off) != 12*uint64(n):
+			d.failf("%d dups need %d bytes, body has %d", n, 12*uint64(n), len(body)-d.off)
+		}
+		if d.err == nil {
+			a.Dups = make([]NodeDup, n)
+			for i := range a.Dups {
+				a.Dups[i] = NodeDup{Index: d.u32("dup index"), Position: d.u64("dup position")}
+				if a.Dups[i].Index >= a.Done || (i > 0 && a.Dups[i].Index <= a.Dups[i-1].Index) {
+					d.failf("dup index %d out of order or not below done %d", a.Dups[i].Index, a.Done)
+					break
+				}
+			}
+		}
+	}
+	if err := d.exact(); err != nil {
+		return NodeAppended{}, err
+	}
+	return a, nil
 }
 
 // Feed flags.

@@ -295,6 +295,25 @@ func nodeCases() []nodeCase {
 00 00 00 02                 # done 2
 00 00 00 00 00 00 03 e9     # first 1001
 `},
+		{"node_appended_dups", wire.AppendNodeAppended(nil, 9, wire.NodeAppended{Status: wire.NodeOK, Done: 3, First: 1001,
+			Dups: []wire.NodeDup{{Index: 1, Position: 17}}}),
+			msg{hdr(wire.TypeNodeAppended, 0, 9, 29), wire.NodeAppended{Status: wire.NodeOK, Done: 3, First: 1001,
+				Dups: []wire.NodeDup{{Index: 1, Position: 17}}}}, `
+# NODE_APPENDED 9: OK, 3 records handled: record 1 repeated the message id
+# of position 17 and was not stored; records 0 and 2 got 1001 and 1002
+# -- header --
+00 00 00 1d                 # body length 29 = 13 + 4 + 12 x 1
+45                          # type NODE_APPENDED
+00                          # flags none
+00 00 00 09                 # id 9 (the NODE_APPEND answered)
+# -- body --
+00                          # status 0 = OK
+00 00 00 03                 # done 3
+00 00 00 00 00 00 03 e9     # first 1001 (the first appended record)
+00 00 00 01                 # dup count 1
+00 00 00 01                 # dup 0: index 1 in the NODE_APPEND
+00 00 00 00 00 00 00 11     # dup 0: position 17, where the id was first stored
+`},
 		{"node_appended_closed", wire.AppendNodeAppended(nil, 11, wire.NodeAppended{Status: wire.NodeClosed}),
 			msg{hdr(wire.TypeNodeAppended, 0, 11, 13), wire.NodeAppended{Status: wire.NodeClosed}}, ""},
 		{"node_feed", nodeFeedFrame(nil, wire.NodeFeed{Streamlet: 42, Start: 4999, Flags: wire.FeedSealed}, []int64{stamp0, stamp1}, "a", "bc"),
@@ -499,6 +518,14 @@ func TestNodeTruncated(t *testing.T) {
 					}
 					continue
 				}
+				if h.Type == wire.TypeNodeAppended && i == 13 {
+					// The dup list is optional: its absence is a valid
+					// NODE_APPENDED without dups.
+					if err != nil || len(v.(wire.NodeAppended).Dups) != 0 {
+						t.Fatalf("prefix 13: %v %v", v, err)
+					}
+					continue
+				}
 				if !errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrTooLarge) {
 					t.Fatalf("prefix %d/%d: decoded %#v, err %v; want ErrMalformed", i, len(body), v, err)
 				}
@@ -594,7 +621,11 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"APPENDED/empty", wire.TypeNodeAppended, nil, "status"},
 		{"APPENDED/truncated", wire.TypeNodeAppended, cat(u8(0), u32(1), u32(0)), "first"},
-		{"APPENDED/trailing", wire.TypeNodeAppended, cat(u8(0), u32(1), u64(1), u8(0)), "trailing"},
+		{"APPENDED/trailing", wire.TypeNodeAppended, cat(u8(0), u32(1), u64(1), u8(0)), "dup count"},
+		{"APPENDED/dup count 0", wire.TypeNodeAppended, cat(u8(0), u32(1), u64(1), u32(0)), "dup count 0"},
+		{"APPENDED/dups short", wire.TypeNodeAppended, cat(u8(0), u32(2), u64(1), u32(2), u32(0), u64(5)), "2 dups need 24 bytes"},
+		{"APPENDED/dup index not below done", wire.TypeNodeAppended, cat(u8(0), u32(1), u64(1), u32(1), u32(1), u64(5)), "not below done"},
+		{"APPENDED/dup indexes out of order", wire.TypeNodeAppended, cat(u8(0), u32(3), u64(1), u32(2), u32(1), u64(5), u32(1), u64(6)), "out of order"},
 		{"APPENDED/status 8", wire.TypeNodeAppended, cat(u8(8), u32(1), u64(1)), "unknown status 8"},
 
 		{"FEED/short prefix", wire.TypeNodeFeed, cat(u64(42), u32(0), u8(0), u16(0)), "count"},
