@@ -469,3 +469,61 @@ func TestExplicitIDRetryAfterCut(t *testing.T) {
 		t.Fatalf("stored %q", got)
 	}
 }
+
+// TestClusterDedupAcrossGateways: the same message id published through
+// each node of a cluster (so through NODE_APPEND to the host for all but
+// one) is stored once and acknowledged with one position everywhere, and
+// a remote subscriber gets the extended record with its headers.
+func TestClusterDedupAcrossGateways(t *testing.T) {
+	nodes := startCluster3(t, nil)
+	const ch = "cl.dedup"
+	sub, _ := helloFeat(t, nodes[2].Addr(), wire.FeatureHeaders)
+	sub.subscribe(1, ch, wire.StartLive, 0)
+	var first uint64
+	for round := range 2 {
+		for i, n := range nodes {
+			c, _ := helloFeat(t, n.Addr(), wire.FeatureHeaders)
+			// A batch mixing a new id, the repeated one and a plain record.
+			c.write(wire.AppendPublishExt(nil, 1, wire.FlagAck, ch, []byte(fmt.Sprintf("new-%d-%d", round, i)), nil, []byte("n")))
+			c.write(wire.AppendPublishExt(nil, 2, wire.FlagAck, ch, []byte("the-id"), tHdrs, []byte("x")))
+			c.write(wire.AppendPublish(nil, 3, wire.FlagAck, ch, []byte("plain")))
+			pos := map[uint32]uint64{}
+			for len(pos) < 3 {
+				h, body := c.next()
+				if h.Type != wire.TypePubAck {
+					t.Fatalf("got %s", describe(h, body))
+				}
+				acks, _ := wire.DecodePubAck(body, nil)
+				for _, a := range acks {
+					pos[a.ID] = a.Position
+				}
+			}
+			if first == 0 {
+				first = pos[2]
+			}
+			if pos[2] != first {
+				t.Fatalf("node %d round %d: the id got %d, first %d", i, round, pos[2], first)
+			}
+			if pos[1] == first || pos[3] == first || pos[3] != pos[1]+1 && !(round == 0 && i == 0) {
+				t.Fatalf("node %d round %d: positions %v", i, round, pos)
+			}
+		}
+	}
+	// 6 new ids + 6 plain + the id once.
+	got, _ := sub.records(13)
+	seen := 0
+	for _, r := range got {
+		if r.id == "the-id" {
+			seen++
+			if !reflect.DeepEqual(r.headers, tHdrs) || r.payload != "x" || r.pos != first {
+				t.Fatalf("remote subscriber got %+v", r)
+			}
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("the id was stored %d times", seen)
+	}
+	if h, _, err := sub.tryNext(300 * time.Millisecond); err == nil {
+		t.Fatalf("more was stored: %v", h.Type)
+	}
+}
