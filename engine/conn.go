@@ -153,13 +153,10 @@ func (c *conn) flush() {
 		c.wsFlush()
 	} else if len(c.iov) > 0 && !c.closed {
 		if c.ns != nil {
-			out, err := c.ns.sealOutput(c.iov)
-			if err != nil {
+			// On a write error gnet closes the conn (OnClose).
+			if err := c.ns.writeSealed(c.iov, func(b []byte) { _, _ = c.gc.Write(b) }); err != nil {
 				_ = c.gc.Close()
-			} else {
-				_, _ = c.gc.Write(out) // on error gnet closes the conn (OnClose)
 			}
-			c.ns.afterFlush()
 		} else {
 			_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
 		}

@@ -31,21 +31,46 @@ func (srv *Server) newNodeSeal(s *wire.NodeSession) *nodeSeal {
 	return &nodeSeal{seal: s.Sealer(), open: s.Opener()}
 }
 
-// sealOutput seals the connection's pending output vector into one
-// buffer (conn.flush). It fails only when the sequence numbers of the
-// direction are exhausted.
-func (ns *nodeSeal) sealOutput(iov [][]byte) ([]byte, error) {
-	var err error
-	ns.out, err = ns.seal.SealVec(ns.out[:0], iov)
-	return ns.out, err
-}
+// sealPiece bounds the plaintext sealed into the output buffer before it
+// is written, so that the buffer (kept for the next flush) stays small and
+// is not reallocated and cleared for every large flush.
+const sealPiece = 256 << 10
 
-// afterFlush drops a large output buffer once written (gnet has copied
-// what the socket did not take).
-func (ns *nodeSeal) afterFlush() {
-	if cap(ns.out) > 1<<20 {
-		ns.out = nil
+// writeSealed seals the connection's pending output vector and writes the
+// records with write, in pieces of at most sealPiece plaintext bytes
+// (conn.flush). It fails only when the direction's sequence numbers are
+// exhausted; write's own errors are gnet's (which closes the connection).
+func (ns *nodeSeal) writeSealed(iov [][]byte, write func([]byte)) error {
+	var piece [][]byte
+	n := 0
+	emit := func() error {
+		var err error
+		ns.out, err = ns.seal.SealVec(ns.out[:0], piece)
+		if err != nil {
+			return err
+		}
+		write(ns.out)
+		clear(piece)
+		piece, n = piece[:0], 0
+		return nil
 	}
+	for _, b := range iov {
+		for len(b) > 0 {
+			k := min(len(b), sealPiece-n)
+			piece = append(piece, b[:k])
+			n += k
+			b = b[k:]
+			if n == sealPiece {
+				if err := emit(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if n > 0 {
+		return emit()
+	}
+	return nil
 }
 
 // input opens the whole records of raw (the bytes gnet has buffered) into

@@ -36,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the first pubsub run of --profile-setup to `FILE`")
 	profSetup := fs.String("profile-setup", string(cluster.SetupCross), "setup to profile: single, cluster-same or cluster-cross")
 	only := fs.String("only", "", "run only `PART`: compare or spread")
+	size := fs.Int("size", 0, "payload bytes of the compare runs, `N` (default 128)")
 	plain := fs.Bool("plain-links", false, "also measure cluster-cross on a cluster whose node links are not sealed (same build; a benchmark-only switch)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -53,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	status := 0
 	fmt.Fprintf(stdout, "load average at start: %s\n", loadavg())
 	if *only != "spread" {
-		cfg := cluster.CompareConfig{Runs: *runs, Count: *count, Rate: *rate, Loops: *loops, Log: stderr, PlainLinks: *plain}
+		cfg := cluster.CompareConfig{Runs: *runs, Count: *count, Rate: *rate, Loops: *loops, Log: stderr, PlainLinks: *plain, Size: *size}
 		if *quick {
 			if *runs == 0 {
 				cfg.Runs = 1
