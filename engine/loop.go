@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,10 +23,14 @@ type loop struct {
 	el  gnet.EventLoop
 	srv *Server
 
-	now   int64 // unix ns, read once per iteration
-	busy  bool  // inside a callback or task: closes are deferred to reap
-	conns map[*conn]struct{}
-	chans map[string]*loopChan // this loop's view of channels it uses
+	now  int64 // unix ns, read once per iteration
+	busy bool  // inside a callback or task: closes are deferred to reap
+	// outbound is the bytes waiting to be written to this loop's
+	// connections, summed by each sweep; read by the retention budget
+	// (Server.outbound) from the ticker.
+	outbound atomic.Int64
+	conns    map[*conn]struct{}
+	chans    map[string]*loopChan // this loop's view of channels it uses
 
 	touched         []*loopChan // channels published to in this iteration
 	dirty           []*conn     // connections with pending output
@@ -584,7 +589,11 @@ func (l *loop) channel(name string) *loopChan {
 // complete the handshake in time and forgets idle channel views.
 func (l *loop) sweep() {
 	deadline := l.now - int64(l.srv.opts.HandshakeTimeout)
+	var out int64
 	for c := range l.conns {
+		if !c.closed {
+			out += int64(c.outbound())
+		}
 		if c.halfClosed && !c.closed {
 			l.closeGracefully(c)
 			continue
@@ -598,6 +607,7 @@ func (l *loop) sweep() {
 			l.checkFrame(c)
 		}
 	}
+	l.outbound.Store(out)
 	idle := l.now - int64(time.Second)
 	for name, lc := range l.chans {
 		if lc.nsubs == 0 && lc.pendingSubs == 0 && !lc.touched && !lc.remoteBusy() && !lc.granting &&

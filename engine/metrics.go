@@ -102,7 +102,11 @@ type Metrics struct {
 	// RetainedBytes is the memory of the message history this node holds
 	// (hosted streamlets and gateway copies; gauge); RetentionExpired counts the streamlets and copies expired
 	// ahead of their TTL because it exceeded Options.MaxRetained.
-	RetainedBytes    int64
+	RetainedBytes int64
+	// OutboundBytes is the output waiting to be written to this node's
+	// connections (gauge, as of the loops' last sweeps); the retention
+	// budget covers it together with RetainedBytes.
+	OutboundBytes    int64
 	RetentionExpired int64
 	Channels         int64 // managed channels (gauge)
 	Grants           int64 // write grants issued
@@ -190,7 +194,7 @@ collect:
 		Violations:   make(map[string]int64),
 
 		StreamletsHosted: hl.Hosted, StreamletsCreated: hl.Created,
-		RetainedBytes: hl.Retained, RetentionExpired: s.ret.expired.Load(),
+		RetainedBytes: hl.Retained, RetentionExpired: s.ret.expired.Load(), OutboundBytes: s.outbound(),
 		Channels: int64(s.mgr.Channels()), Grants: s.mgr.Grants(),
 		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
 	}
@@ -314,6 +318,10 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_node_streamlets_hosted", "gauge", "Node load: streamlets hosted.", float64(m.StreamletsHosted), node...)
 	p.one("sluice_node_connections", "gauge", "Node load: client connections.", float64(m.Connections), node...)
 	p.one("sluice_node_retained_bytes", "gauge", "Node load: memory of the message history held (hosted streamlets and gateway copies), bytes.", float64(m.RetainedBytes), node...)
+	p.family("sluice_node_memory_bytes", "gauge", "Memory by part: history (hosted streamlets and gateway copies) and outbound (output waiting for readers) count against --max-retained; heap is the Go heap in use, everything included.")
+	p.sample("sluice_node_memory_bytes", float64(m.RetainedBytes), "part", "history")
+	p.sample("sluice_node_memory_bytes", float64(m.OutboundBytes), "part", "outbound")
+	p.sample("sluice_node_memory_bytes", float64(m.HeapBytes), "part", "heap")
 	p.one("sluice_retention_expired_total", "counter", "Streamlets and gateway copies expired before their TTL because the node exceeded its retention budget.", float64(m.RetentionExpired))
 	p.one("sluice_node_heap_bytes", "gauge", "Node load: Go heap in use, bytes.", float64(m.HeapBytes), node...)
 	p.one("sluice_node_goroutines", "gauge", "Node load: goroutines.", float64(m.Goroutines), node...)

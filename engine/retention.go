@@ -45,9 +45,16 @@ const retentionInterval = 50 * time.Millisecond
 
 // retentionSweep checks the budget and expires what exceeds it (see
 // retention). Called by the ticker.
+//
+// The budget covers the node's output waiting to be written too (outbound
+// buffers, summed by the loops' sweeps): what waits for slow readers is
+// taken from what history may hold, so that the budget bounds both.
 func (s *Server) retentionSweep() {
 	budget := int64(s.opts.MaxRetained)
-	if total := s.host.Retained(); budget <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
+	if budget > 0 {
+		budget = max(budget-s.outbound(), 0)
+	}
+	if total := s.host.Retained(); s.opts.MaxRetained <= 0 || total <= budget || !s.ret.busy.CompareAndSwap(false, true) {
 		return
 	}
 	var cands []host.Retained
@@ -56,6 +63,16 @@ func (s *Server) retentionSweep() {
 	if !s.plane.background(func() { s.expire(victims) }) {
 		s.ret.busy.Store(false) // the next sweep tries again
 	}
+}
+
+// outbound returns the bytes waiting to be written to this node's
+// connections, as of each loop's last sweep.
+func (s *Server) outbound() int64 {
+	var n int64
+	for _, l := range s.loopList() {
+		n += l.outbound.Load()
+	}
+	return n
 }
 
 // expire drops the victims that are gateway copies and asks the managers to

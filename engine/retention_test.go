@@ -258,3 +258,73 @@ func BenchmarkRetentionSweep(b *testing.B) {
 		s.retentionSweep()
 	}
 }
+
+// TestMemSweepReturnsFreedHistory: after many streamlets were freed (or
+// many bytes of history), memSweep forces a collection and returns the
+// memory twice, one tick apart, and then stops until the next drop.
+func TestMemSweepReturnsFreedHistory(t *testing.T) {
+	s := startTest(t, nil)
+	s.tickStop <- struct{}{} // nothing else runs memSweep meanwhile
+	free := int64(0)
+	s.mem.freeBytes = func() int64 { return free }
+	s.memSweep()
+	s.mem.again = false
+	base := s.mem.frees
+	s.mem.lastHosted = s.host.Load().Hosted + memDropN // as if that many were freed
+	for i, want := range []int64{1, 2, 2} {
+		s.memSweep()
+		if got := s.mem.frees - base; got != want {
+			t.Fatalf("sweep %d: %d forced returns, want %d", i, got, want)
+		}
+	}
+	s.mem.lastRetained = s.host.Retained() + memDrop
+	s.memSweep()
+	if got := s.mem.frees - base; got != 3 {
+		t.Fatalf("after a drop in bytes: %d forced returns, want 3", got)
+	}
+	s.memSweep() // the second of the pair
+	free = memIdle
+	s.memSweep()
+	if got := s.mem.frees - base; got != 5 {
+		t.Fatalf("with %d free bytes not returned: %d forced returns, want 5", free, got)
+	}
+}
+
+// TestRetentionBudgetCoversOutbound: output waiting for a subscriber that
+// does not read counts against MaxRetained, so history that fits the
+// budget alone is expired when history and that output together exceed
+// it; the metrics show both parts.
+func TestRetentionBudgetCoversOutbound(t *testing.T) {
+	s := startTest(t, func(o *Options) {
+		o.MaxRetained = 16 << 20
+		o.OutboundLimit = 64 << 20
+		o.LimitMsgs = 100
+	})
+	sub, err := dialErr(t, s.Addr(), 4096) // a small receive buffer; never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.handshakeErr(); err != nil {
+		t.Fatal(err)
+	}
+	sub.subscribe(1, "ob", wire.StartLive, 0)
+	pub, _ := helloRaw(t, s.Addr())
+	payload := make([]byte, 1024)
+	for i := 0; i < 120; i++ { // 12,000 messages, 12 MiB: under the budget alone
+		batch := make([][]byte, 100)
+		for j := range batch {
+			batch[j] = payload
+		}
+		if _, err := pub.publishBatch("ob", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, waitFor, "history expired for the outbound bytes", func() bool {
+		m := s.Metrics(context.Background())
+		return m.RetentionExpired > 0 && m.OutboundBytes > 2<<20
+	})
+	m := s.Metrics(context.Background())
+	if m.RetainedBytes+m.OutboundBytes > 16<<20+2<<20 {
+		t.Fatalf("history %d + outbound %d bytes, budget 16 MiB", m.RetainedBytes, m.OutboundBytes)
+	}
+}

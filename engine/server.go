@@ -81,6 +81,7 @@ type Server struct {
 
 	tickStop chan struct{}
 	tickDone chan struct{}
+	mem      memState // memSweep's, on the ticker goroutine
 
 	security // auth, limits, TLS, metrics (security.go)
 }
@@ -259,12 +260,16 @@ func (s *Server) ticker() {
 	// history above the budget.
 	rt := time.NewTicker(retentionInterval)
 	defer rt.Stop()
+	mt := time.NewTicker(memInterval)
+	defer mt.Stop()
 	for {
 		select {
 		case <-s.tickStop:
 			return
 		case <-rt.C:
 			s.retentionSweep()
+		case <-mt.C:
+			s.memSweep()
 		case <-t.C:
 			now := s.clock()
 			s.mgr.Do(s.mgr.Tick(now))

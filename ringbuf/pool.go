@@ -6,15 +6,18 @@ import (
 	"sync/atomic"
 )
 
-// Chunk size classes. Standard chunks grow geometrically per buffer, 2 KiB,
-// 4 KiB, ... up to stdChunkSize, so a buffer with a few small records holds a
-// few KiB, not 64 KiB. A record larger than stdChunkSize gets a dedicated
+// Chunk size classes. Standard chunks grow geometrically per buffer, from
+// the smallest class that holds the first record (64 B for a small one),
+// 128 B, 256 B, ... up to stdChunkSize, so a buffer with one small record
+// holds 64 B of chunk, not 2 KiB (issue 14: 100,000 channels of one
+// message each held 5 KiB apiece, mostly a 2 KiB chunk and a 1.5 KiB
+// index page). A record larger than stdChunkSize gets a dedicated
 // chunk rounded up to a multiple of stdChunkSize; those are pooled up to
 // maxPooledUnits*stdChunkSize (4 MiB) and left to the GC beyond.
 const (
-	minChunkShift   = 11 // 2 KiB
+	minChunkShift   = 6 // 64 B
 	stdChunkSize    = 64 << 10
-	numSmallClasses = 6 // 2, 4, 8, 16, 32, 64 KiB
+	numSmallClasses = 11 // 64 B, 128 B, ..., 32 KiB, 64 KiB
 	maxPooledUnits  = 64
 	numChunkClasses = numSmallClasses + maxPooledUnits - 1
 	unpooled        = -1

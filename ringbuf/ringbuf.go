@@ -576,11 +576,11 @@ func (b *Buffer) recycle() {
 }
 
 // Index pages grow geometrically so that a buffer with few records holds
-// little memory: pages 0..4 hold 64, 128, 256, 512 and 1024 entries (1984 in
-// all), every later page 1024.
+// little memory: pages 0..8 hold 4, 8, 16, ..., 1024 entries (2044 in all;
+// the first is 96 bytes), every later page 1024.
 const (
-	firstPageShift = 6
-	numPageClasses = 5
+	firstPageShift = 2
+	numPageClasses = 9
 	maxPageEntries = 1 << (firstPageShift + numPageClasses - 1)
 	geoEntries     = (1<<numPageClasses - 1) << firstPageShift
 	entrySize      = 24

@@ -173,8 +173,8 @@ func TestErrFullOnBytesLimit(t *testing.T) {
 }
 
 // TestEmptyBufferIsSmall checks memory proportional to contents: an empty
-// buffer holds no chunk or page, one small record a 2 KiB chunk and a
-// 64-entry page.
+// buffer holds no chunk or page, one small record a 64 B chunk and a
+// 4-entry page.
 func TestEmptyBufferIsSmall(t *testing.T) {
 	if allocs := testing.AllocsPerRun(10, func() { New(5000, 2<<20).Free() }); allocs != 1 {
 		t.Fatalf("New+Free allocates %.1f times, want 1 (the Buffer)", allocs)
@@ -189,7 +189,7 @@ func TestEmptyBufferIsSmall(t *testing.T) {
 	if _, err := b.Append(make([]byte, 16), 0); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := b.Footprint(), 2048+64*entrySize; got != want {
+	if got, want := b.Footprint(), 64+4*entrySize; got != want {
 		t.Fatalf("footprint with one record = %d, want %d", got, want)
 	}
 	for range 4999 {
@@ -197,7 +197,7 @@ func TestEmptyBufferIsSmall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 5000*20 bytes of records: chunks 2+4+...+64 KiB plus 64 KiB ones.
+	// 5000*20 bytes of records: chunks 64 B, 128 B, ..., 64 KiB plus 64 KiB ones.
 	if got, limit := b.Footprint(), 2*b.Bytes()+stdChunkSize+5000*entrySize*2; got > limit {
 		t.Fatalf("footprint %d over %d for %d stored bytes", got, limit, b.Bytes())
 	}
@@ -521,7 +521,7 @@ func TestDedicatedChunkSplitsRun(t *testing.T) {
 	if b.nchunks != 3 || b.wtab.chunks[2] != c0 || c0.slots != 2 {
 		t.Fatalf("standard chunk not re-registered: nchunks %d slots %d", b.nchunks, c0.slots)
 	}
-	if got, want := b.Footprint(), 2048+2*stdChunkSize+64*entrySize; got != want {
+	if got, want := b.Footprint(), 64+2*stdChunkSize+(4+8)*entrySize; got != want {
 		t.Fatalf("footprint %d, want %d (re-registered chunk counted once)", got, want)
 	}
 	before := ReadPoolStats()
@@ -612,7 +612,7 @@ func TestHugeRecordUnpooled(t *testing.T) {
 	if _, err := b.Append([]byte("after"), 2); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(b.Get(0), p) || string(b.Get(1)) != "after" || b.Footprint() != size+4+2048+64*entrySize {
+	if !bytes.Equal(b.Get(0), p) || string(b.Get(1)) != "after" || b.Footprint() != size+4+64+4*entrySize {
 		t.Fatalf("huge record: footprint %d", b.Footprint())
 	}
 	run, end, nb := b.AppendRun(nil, 0, 2, 10)

@@ -247,3 +247,18 @@ func TestWriteHeaders(t *testing.T) {
 		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }
+
+// TestMemoryLimit: serve gives the runtime 1.25 x --max-retained plus the
+// fixed overhead as its soft memory limit, unless $GOMEMLIMIT sets one or
+// the budget is off.
+func TestMemoryLimit(t *testing.T) {
+	if l, ok := memoryLimit(64<<20, ""); !ok || l != 80<<20+memFixedOverhead {
+		t.Fatalf("64 MiB budget: %d, %v", l, ok)
+	}
+	if _, ok := memoryLimit(64<<20, "1GiB"); ok {
+		t.Fatal("a limit although $GOMEMLIMIT is set")
+	}
+	if _, ok := memoryLimit(0, ""); ok {
+		t.Fatal("a limit without a budget")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -188,6 +189,10 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 		log.Warn("cluster mode without a secret: gossip and node links are neither authenticated nor encrypted; set --cluster-secret, $" +
 			clusterSecretEnv + " or [cluster] secret unless the network is trusted")
 	}
+	if limit, ok := memoryLimit(int64(opts.MaxRetained), os.Getenv("GOMEMLIMIT")); ok {
+		debug.SetMemoryLimit(limit)
+		log.Info("memory limit for the Go runtime", "bytes", limit, "max_retained", opts.MaxRetained)
+	}
 	srv, err := engine.Start(opts)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -307,3 +312,21 @@ func (l logLevel) String() string {
 }
 
 func (l logLevel) Set(v string) error { return l.p.UnmarshalText([]byte(v)) }
+
+// memFixedOverhead is what a node needs beside its message history and
+// pending output: the runtime, connections, channel state, the loops'
+// buffers (BENCHMARKS.md measures it).
+const memFixedOverhead = 128 << 20
+
+// memoryLimit returns the soft memory limit `sluice serve` gives the Go
+// runtime (runtime/debug.SetMemoryLimit): 1.25 x --max-retained, which
+// covers history and pending output (engine.Options.MaxRetained), plus
+// memFixedOverhead. Without it the collector lets the heap grow to twice
+// what is live, so a 64 MiB budget reached 225 MiB of RSS. None when the
+// budget is off or $GOMEMLIMIT already sets one.
+func memoryLimit(maxRetained int64, env string) (int64, bool) {
+	if maxRetained <= 0 || env != "" {
+		return 0, false
+	}
+	return maxRetained + maxRetained/4 + memFixedOverhead, true
+}
