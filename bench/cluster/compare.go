@@ -159,7 +159,16 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 	profiled := cfg.Profile == nil
 	for r := 0; r < cfg.Runs; r++ {
 		for _, sc := range []string{"pubsub", "latency"} {
-			for _, setup := range rep.Setups {
+			order := rep.Setups
+			if cfg.PlainLinks && r%2 == 1 {
+				// ABBA: the sealed and the plain cluster alternate which
+				// runs first, so neither always inherits the other's
+				// garbage and retained history.
+				order = slices.Clone(order)
+				i, j := slices.Index(order, SetupCross), slices.Index(order, SetupCrossPlain)
+				order[i], order[j] = order[j], order[i]
+			}
+			for _, setup := range order {
 				if err := ctx.Err(); err != nil {
 					return rep, err
 				}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rtm/sluice/client"
@@ -34,6 +35,7 @@ func main() {
 	after := flag.Duration("after", 2*time.Minute, "how long to sample after the history expired")
 	conns := flag.Int("conns", 8, "publishing connections")
 	extra := flag.String("args", "", "more serve arguments, space separated")
+	flood := flag.Int64("flood", 0, "instead: publish this many payload bytes of --size messages over 16 channels as fast as acks allow and report the peak RSS (with --args \"--max-retained 64MiB\")")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,6 +67,50 @@ func main() {
 	report("fresh")
 	fresh := rss(pid)
 	payload := make([]byte, *size)
+	if *flood > 0 {
+		*n = int(*flood / int64(*size))
+		var peak atomic.Int64
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(100 * time.Millisecond) // RSS sampling
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				if r := rss(pid); r > peak.Load() {
+					peak.Store(r)
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for k := 0; k < *conns; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := client.Dial(ctx, addr)
+				must(err)
+				defer c.Close()
+				var acks []*client.PubAck
+				for i := k; i < *n; i += *conns {
+					a, err := c.PublishAsync(ctx, fmt.Sprintf("flood.%d", i%16), payload)
+					must(err)
+					if acks = append(acks, a); len(acks) == 1000 {
+						waitAll(acks)
+						acks = acks[:0]
+					}
+				}
+				waitAll(acks)
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		fmt.Printf("flood: %d x %d B in %v; peak RSS %.1f MiB, now %.1f MiB, fresh %.1f MiB\n", *n, *size, time.Since(start).Round(time.Millisecond),
+			float64(peak.Load())/(1<<20), float64(rss(pid))/(1<<20), float64(fresh)/(1<<20))
+		return
+	}
 	var wg sync.WaitGroup
 	for k := 0; k < *conns; k++ {
 		wg.Add(1)
