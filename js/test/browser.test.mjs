@@ -9,6 +9,47 @@ import path from "node:path";
 import { startServer, goPublish } from "./server.mjs";
 import { launchBrowser } from "./browser.mjs";
 import { connect } from "../dist/index.js";
+import net from "node:net";
+
+/** A TCP proxy to port whose connections the test can cut. */
+function cuttableProxy(port) {
+  return cuttableProxyOn(0, port);
+}
+
+/** The same, listening on listenPort (0: a free one). */
+function cuttableProxyOn(listenPort, port) {
+  const conns = new Set();
+  const server = net.createServer((c) => {
+    const up = net.connect(port, "127.0.0.1");
+    const pair = [c, up];
+    conns.add(pair);
+    c.pipe(up);
+    up.pipe(c);
+    const end = () => {
+      c.destroy();
+      up.destroy();
+      conns.delete(pair);
+    };
+    c.on("error", end).on("close", end);
+    up.on("error", end).on("close", end);
+  });
+  return new Promise((resolve) =>
+    server.listen(listenPort, "127.0.0.1", () =>
+      resolve({
+        port: server.address().port,
+        /** Resets every connection through the proxy, as a network failure would. */
+        cut() {
+          for (const [c, up] of conns) {
+            c.resetAndDestroy();
+            up.destroy();
+          }
+          conns.clear();
+        },
+        close: () => new Promise((r) => server.close(r)),
+      }),
+    ),
+  );
+}
 
 const WAIT = { timeout: 20000 };
 
@@ -192,6 +233,57 @@ test("SDK in the page: publish and subscribe, then the server is killed and rest
     const after = evs.slice(epochIdx + 1).filter((e) => e.kind === "message");
     assert.deepEqual(after.at(-1), { kind: "message", position: afterPos, text: "after restart" });
     assert.deepEqual(await page.evaluate(() => window.states.slice(0, 3)), ["connected", "disconnected", "connected"]);
+    assert.deepEqual(b.errors.map(String), []);
+  } finally {
+    await b.close();
+    await srv.stop();
+  }
+});
+
+test("SDK in the page: the connection is cut while messages are published; the page resumes at the last delivered + 1 and gets each once", async () => {
+  const srv = await startServer();
+  const proxy = await cuttableProxy(srv.ports.ws);
+  const b = await launchBrowser();
+  try {
+    const { page } = b;
+    await page.goto(`${srv.httpURL}/console/config.json`);
+    await page.evaluate(async (wsURL) => {
+      const sluice = await import("/console/sluice.js");
+      const w = window;
+      w.events = [];
+      w.states = [];
+      w.client = await sluice.connect(wsURL, { backoffMinMs: 50, backoffMaxMs: 300, onState: (e) => w.states.push(e.state) });
+      const td = new TextDecoder();
+      w.sub = await w.client.subscribe("browser.cut", {
+        onEvent: (ev) => w.events.push(ev.kind === "message" ? { position: String(ev.position), text: td.decode(ev.payload) } : { kind: ev.kind }),
+      });
+    }, `ws://127.0.0.1:${proxy.port}/`);
+    const before = await goPublish(srv, "browser.cut", ["b1", "b2"]);
+    await page.waitForFunction(() => window.events.length === 2, null, WAIT);
+    // Hold reconnects off while publishing: the proxy takes no new connections, and the open one is reset.
+    const closing = proxy.close();
+    proxy.cut();
+    await closing;
+    await page.waitForFunction(() => window.states.includes("disconnected"), null, WAIT);
+    const during = await goPublish(srv, "browser.cut", ["d1", "d2", "d3"]);
+    // Let the page back in on the same port.
+    const proxy2 = await cuttableProxyOn(proxy.port, srv.ports.ws);
+    try {
+      await page.waitForFunction((n) => window.events.length === n, 5, WAIT);
+      const after = await goPublish(srv, "browser.cut", ["a1"]);
+      await page.waitForFunction((n) => window.events.length === n, 6, WAIT);
+      const evs = await page.evaluate(() => window.events);
+      const all = [...before, ...during, ...after];
+      assert.deepEqual(
+        evs,
+        all.map((p, i) => ({ position: String(p), text: ["b1", "b2", "d1", "d2", "d3", "a1"][i] })),
+        "every message once, in order, no gap, no epoch change",
+      );
+      assert.deepEqual(await page.evaluate(() => window.states), ["connected", "disconnected", "connected"]);
+    } finally {
+      proxy2.cut();
+      await proxy2.close();
+    }
     assert.deepEqual(b.errors.map(String), []);
   } finally {
     await b.close();
