@@ -160,8 +160,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // DefaultRetryFor is how long WithIdempotence(0) keeps resending a publish
 // whose outcome is unknown: well inside the server's default dedup window
-// of 2 minutes.
-const DefaultRetryFor = time.Minute
+// (2 minutes, but at most the TTL: 60 s with the server's defaults).
+const DefaultRetryFor = 30 * time.Second
 
 // WithIdempotence turns on idempotent publishing, as Kafka's idempotent
 // producer does: every acknowledged publish (Publish, PublishAsync,
@@ -173,8 +173,8 @@ const DefaultRetryFor = time.Minute
 // retryFor has passed since it was first sent (0: DefaultRetryFor). The
 // server's deduplication then makes the publisher see each message stored
 // and acknowledged exactly once. retryFor must stay below the server's
-// dedup window (2 minutes by default): a message resent after the window
-// may be stored twice. Only when retryFor is over, or the Conn closes,
+// dedup window (2 minutes by default, at most the server's TTL): a message
+// resent after the window may be stored twice. Only when retryFor is over, or the Conn closes,
 // does a publish still unacknowledged end with ErrUnknownOutcome.
 // Resent publishes keep their order and go before any publish issued after
 // the reconnect. The server must accept wire.FeatureHeaders; a publish to

@@ -3,6 +3,7 @@ package client
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ var retryRecs = sync.Pool{New: func() any { return new(retryRec) }}
 
 func getRetry(frame []byte, until time.Time) *retryRec {
 	r := retryRecs.Get().(*retryRec)
+	if cap(r.frame) < len(frame) {
+		// Round up, so that a recycled record fits frames of similar size.
+		r.frame = make([]byte, 0, max(256, 1<<bits.Len(uint(len(frame)))))
+	}
 	r.frame = append(r.frame[:0], frame...)
 	r.until = until
 	return r
