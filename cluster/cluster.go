@@ -13,6 +13,7 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,11 @@ type Options struct {
 	ClockSkew time.Duration
 	// ReportInterval is how often the node gossips its load (0 = 1 s).
 	ReportInterval time.Duration
+	// NoS2 turns off the S2 compression of node links: by default a
+	// NODE_APPEND or NODE_FEED batch of at least 512 record bytes is sent
+	// as one S2 block when that saves at least an eighth (PROTOCOL.md
+	// 2.15). Every node accepts compressed batches either way.
+	NoS2 bool
 }
 
 // downFor is how long a node whose link failed is kept out of placement
@@ -122,14 +128,17 @@ type Config struct {
 // calls to the node that plays the role. Safe for concurrent use; mu
 // guards the view and the links and is never held across network I/O.
 type Cluster struct {
-	cfg        Config
-	self       string
-	opts       Options
-	mgr        *manager.Manager
-	host       *host.Host
-	gw         Gateway
-	log        *slog.Logger
-	clientAddr string
+	cfg  Config
+	self string
+	opts Options
+	// appendSent and appendRaw count NODE_APPEND bytes as sent and as they
+	// would be uncompressed (Append).
+	appendSent, appendRaw atomic.Uint64
+	mgr                   *manager.Manager
+	host                  *host.Host
+	gw                    Gateway
+	log                   *slog.Logger
+	clientAddr            string
 	// ml is set once membership started; the loops serve peers (status)
 	// before that.
 	ml atomic.Pointer[membership.Node]
@@ -1075,6 +1084,10 @@ func (c *Cluster) Skew() time.Duration { return c.skew() }
 // reports whether one is. It may wait for the network.
 func (c *Cluster) Connect(node string) bool { return c.link(node) != nil }
 
+// AppendBytes returns the NODE_APPEND bytes this node sent (frames
+// included) and what they would have been uncompressed.
+func (c *Cluster) AppendBytes() (sent, raw uint64) { return c.appendSent.Load(), c.appendRaw.Load() }
+
 // ErrNoLink: no link to the node is open (Append never dials).
 var ErrNoLink = errors.New("cluster: no open link to the node")
 
@@ -1088,8 +1101,25 @@ func (c *Cluster) Append(g role.Grant, count int, run []byte, done func(wire.Nod
 		return ErrNoLink
 	}
 	return l.queue(func(dst []byte, id uint32) []byte {
-		dst = wire.AppendNodeAppendHeader(dst, id, wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch,
-			Count: uint32(count)}, len(run))
+		a := wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch, Count: uint32(count)}
+		raw := wire.HeaderLen + wire.NodeAppendPrefixLen + len(run)
+		c.appendRaw.Add(uint64(raw))
+		if !c.opts.NoS2 && len(run) >= wire.DefaultS2Threshold {
+			// Compressed in place: the header is written once the block's
+			// length is known.
+			start := len(dst)
+			dst = wire.AppendNodeAppendS2Header(dst, id, a, 0)
+			var ok bool
+			one := [1][]byte{run}
+			if dst, ok, _ = wire.AppendCompressedRun(dst, one[:], len(run), wire.DefaultS2Threshold, nil); ok {
+				binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-wire.HeaderLen))
+				c.appendSent.Add(uint64(len(dst) - start))
+				return dst
+			}
+			dst = dst[:start]
+		}
+		c.appendSent.Add(uint64(raw))
+		dst = wire.AppendNodeAppendHeader(dst, id, a, len(run))
 		return append(dst, run...)
 	}, func(h wire.Header, body []byte, err error) {
 		var res wire.NodeAppended

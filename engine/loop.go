@@ -69,6 +69,8 @@ type loop struct {
 	inflated []byte
 	zin      []byte
 	db       dataBatch // the batch being delivered (msgdata.go)
+	nodeZ    []byte    // an inflated NODE_APPEND (msgext.go)
+	feedZ    []byte    // an inflated NODE_FEED
 	stamps   []int64
 }
 
@@ -335,6 +337,10 @@ func (l *loop) sealedTraffic(c *conn) {
 		}
 		off += m
 		if c.link != nil {
+			if body, err = l.inflateFeed(h, body); err != nil {
+				failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, c.link.Node(), err))
+				break
+			}
 			if err := c.link.Receive(h, body); err != nil {
 				failLink(c, err)
 				break

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -74,4 +75,46 @@ func (l *loop) checkExt(c *conn, h wire.Header, body []byte) bool {
 		return false
 	}
 	return true
+}
+
+// Node links (PROTOCOL.md 2.15): NODE_APPEND (cluster.Append) and
+// NODE_FEED batches of at least s2Min record bytes go as one S2 block when
+// that saves an eighth, unless ClusterOptions.NoS2; the receiver inflates
+// them after checking the declared length against the node body limit.
+
+// appendFeedS2 appends to c.scratch a compressed NODE_FEED of the run in
+// l.iov (nb bytes) and reports whether it did; when compression is off or
+// does not pay, nothing is appended.
+func (l *loop) appendFeedS2(c *conn, f wire.NodeFeed, stamps []int64, nb int) bool {
+	if l.srv.opts.Cluster == nil || l.srv.opts.Cluster.NoS2 || nb < s2Min {
+		return false
+	}
+	hdr := len(c.scratch)
+	c.scratch = wire.AppendNodeFeedS2Header(c.scratch, f, stamps, 0)
+	var ok bool
+	c.scratch, ok, l.zin = wire.AppendCompressedRun(c.scratch, l.iov, nb, s2Min, l.zin)
+	if !ok {
+		c.scratch = c.scratch[:hdr]
+		return false
+	}
+	binary.BigEndian.PutUint32(c.scratch[hdr:], uint32(len(c.scratch)-hdr-wire.HeaderLen))
+	l.srv.feedSent.Add(uint64(len(c.scratch) - hdr))
+	return true
+}
+
+// inflateFeed returns the uncompressed body of a compressed NODE_FEED (in
+// l.feedZ, valid until the next one), or body itself.
+func (l *loop) inflateFeed(h wire.Header, body []byte) ([]byte, error) {
+	if h.Flags&wire.FlagCompressed == 0 {
+		return body, nil
+	}
+	if h.Type != wire.TypeNodeFeed {
+		return nil, fmt.Errorf("%w: %v has flag COMPRESSED", wire.ErrMalformed, h.Type)
+	}
+	pre, err := wire.NodeFeedPrefix(body)
+	if err != nil {
+		return nil, err
+	}
+	l.feedZ, err = wire.Inflate(l.feedZ, body, pre, l.srv.peerMaxBody, wire.TypeNodeFeed)
+	return l.feedZ, err
 }

@@ -99,6 +99,10 @@ func (l *loop) linkTraffic(c *conn) {
 			break
 		}
 		off += n
+		if body, err = l.inflateFeed(h, body); err != nil {
+			failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, lk.Node(), err))
+			break
+		}
 		if err := lk.Receive(h, body); err != nil {
 			failLink(c, err)
 			break

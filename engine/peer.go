@@ -122,6 +122,14 @@ func (l *loop) nodeProof(c *conn, h wire.Header, body []byte) {
 func (l *loop) peerFrame(c *conn, h wire.Header, body []byte) {
 	switch h.Type {
 	case wire.TypeNodeAppend:
+		if h.Flags&wire.FlagCompressed != 0 {
+			var err error
+			if l.nodeZ, err = wire.Inflate(l.nodeZ, body, wire.NodeAppendPrefixLen, l.srv.peerMaxBody, wire.TypeNodeAppend); err != nil {
+				c.sendError(0, wire.CodeProtocolError, err.Error())
+				return
+			}
+			body = l.nodeZ // the records are copied into the streamlet below
+		}
 		l.peerAppend(c, h.ID, body)
 	case wire.TypeNodeRead:
 		id, from, err := wire.DecodeNodeRead(body)
@@ -326,11 +334,18 @@ func (f *feed) run() {
 			flags = wire.FeedSealed
 		}
 		st, k := c.ownStart()
-		c.scratch = wire.AppendNodeFeedHeader(c.scratch,
-			wire.NodeFeed{Streamlet: s.ID(), Start: uint32(f.next), Flags: flags}, stamps, nb)
-		c.ownEnd(st, k)
-		for _, b := range l.iov {
-			c.shared(b)
+		nf := wire.NodeFeed{Streamlet: s.ID(), Start: uint32(f.next), Flags: flags}
+		raw := uint64(wire.HeaderLen + wire.NodeFeedPrefixLen + 8*len(stamps) + nb)
+		l.srv.feedRaw.Add(raw)
+		if !l.appendFeedS2(c, nf, stamps, nb) {
+			l.srv.feedSent.Add(raw)
+			c.scratch = wire.AppendNodeFeedHeader(c.scratch, nf, stamps, nb)
+			c.ownEnd(st, k)
+			for _, b := range l.iov {
+				c.shared(b)
+			}
+		} else {
+			c.ownEnd(st, k)
 		}
 		l.stats.msgsOut += uint64(end - f.next)
 		f.next = end

@@ -73,6 +73,9 @@ type Server struct {
 	slowSkips  atomic.Int64
 	slowLags   atomic.Int64
 	s2Batches  atomic.Uint64 // DATA batches compressed once for S2 subscribers (msgdata.go)
+	// feedRaw and feedSent count NODE_FEED bytes as they would be
+	// uncompressed and as sent (msgext.go).
+	feedRaw, feedSent atomic.Uint64
 
 	// ww wakes loops when a full socket drains (writable_linux.go);
 	// writableWakes counts the wake-ups (conn.writable).

@@ -146,3 +146,64 @@ func PublishPrefixLen(body []byte) (int, error) {
 	}
 	return 1 + int(body[0]), nil
 }
+
+// AppendNodeAppendS2Header appends the header and prefix of a NODE_APPEND
+// with FlagCompressed whose record run of a.Count records was compressed
+// to an S2 block of blockLen bytes, which the caller appends next.
+func AppendNodeAppendS2Header(dst []byte, id uint32, a NodeAppend, blockLen int) []byte {
+	dst = AppendHeader(dst, TypeNodeAppend, FlagCompressed, id, NodeAppendPrefixLen+blockLen)
+	dst = binary.BigEndian.AppendUint64(dst, a.Streamlet)
+	dst = binary.BigEndian.AppendUint64(dst, a.Epoch)
+	return binary.BigEndian.AppendUint32(dst, a.Count)
+}
+
+// AppendNodeFeedS2Header appends the header, prefix and stamps of a
+// NODE_FEED with FlagCompressed whose record run (len(stamps) records) was
+// compressed to an S2 block of blockLen bytes, which the caller appends.
+func AppendNodeFeedS2Header(dst []byte, f NodeFeed, stamps []int64, blockLen int) []byte {
+	start := len(dst)
+	dst = AppendNodeFeedHeader(dst, f, stamps, blockLen)
+	dst[start+5] = byte(FlagCompressed)
+	return dst
+}
+
+// NodeFeedPrefix returns the length of the uncompressed prefix of a
+// compressed NODE_FEED body (the fixed fields and the stamps), for
+// Inflate; a count whose stamps do not fit is malformed.
+func NodeFeedPrefix(body []byte) (int, error) {
+	if len(body) < NodeFeedPrefixLen {
+		return 0, fmt.Errorf("%w: NODE_FEED: compressed body of %d bytes has no prefix", ErrMalformed, len(body))
+	}
+	count := binary.BigEndian.Uint32(body[13:])
+	n := uint64(NodeFeedPrefixLen) + 8*uint64(count)
+	if n > uint64(len(body)) {
+		return 0, fmt.Errorf("%w: NODE_FEED: %d stamps do not fit in a compressed body of %d bytes", ErrMalformed, count, len(body))
+	}
+	return int(n), nil
+}
+
+// AppendCompressedRun appends to dst an S2 block of the record run held in
+// segs (nbytes in all), using scratch to join them, and reports whether it
+// pays: at least min bytes and a block under seven eighths of the run.
+// When it does not, dst is returned unchanged. scratch is returned for
+// reuse.
+func AppendCompressedRun(dst []byte, segs [][]byte, nbytes, min int, scratch []byte) (out []byte, ok bool, scratchOut []byte) {
+	if nbytes < min {
+		return dst, false, scratch
+	}
+	src := scratch[:0]
+	if len(segs) == 1 {
+		src = segs[0]
+	} else {
+		for _, s := range segs {
+			src = append(src, s...)
+		}
+		scratch = src
+	}
+	start := len(dst)
+	dst = AppendS2(dst, src)
+	if len(dst)-start >= len(src)-len(src)/8 {
+		return dst[:start], false, scratch
+	}
+	return dst, true, scratch
+}

@@ -196,3 +196,70 @@ func BenchmarkS2(b *testing.B) {
 		}
 	})
 }
+
+// TestS2NodeFrames: compressed NODE_APPEND and NODE_FEED inflate to the
+// uncompressed frames, and their bombs are malformed.
+func TestS2NodeFrames(t *testing.T) {
+	var run []byte
+	for i := range 8 {
+		run = wire.AppendRecord(run, jsonish(1024, uint64(i)))
+	}
+	run = wire.AppendRecordExt(run, wire.AppendExt(nil, []byte("id"), nil, jsonish(600, 9)), true)
+	a := wire.NodeAppend{Streamlet: 5, Epoch: 6, Count: 9}
+	blk, ok, _ := wire.AppendCompressedRun(nil, [][]byte{run[:100], run[100:]}, len(run), 512, nil)
+	if !ok || len(blk) >= len(run) {
+		t.Fatalf("compressed %v %d of %d", ok, len(blk), len(run))
+	}
+	f := append(wire.AppendNodeAppendS2Header(nil, 3, a, len(blk)), blk...)
+	h, body, _, err := wire.Split(f, 1<<22)
+	if err != nil || h.Flags != wire.FlagCompressed || h.Type != wire.TypeNodeAppend {
+		t.Fatalf("%v %+v", err, h)
+	}
+	plain, err := wire.Inflate(nil, body, wire.NodeAppendPrefixLen, 1<<22, wire.TypeNodeAppend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, grun, err := wire.DecodeNodeAppend(plain)
+	if err != nil || got != a || !bytes.Equal(grun, run) {
+		t.Fatalf("NODE_APPEND %+v %v", got, err)
+	}
+	stamps := make([]int64, 9)
+	for i := range stamps {
+		stamps[i] = int64(1000 + i)
+	}
+	nf := wire.NodeFeed{Streamlet: 7, Start: 10, Count: 9}
+	ff := append(wire.AppendNodeFeedS2Header(nil, nf, stamps, len(blk)), blk...)
+	h, body, _, err = wire.Split(ff, 1<<22)
+	if err != nil || h.Flags != wire.FlagCompressed {
+		t.Fatal(err)
+	}
+	pre, err := wire.NodeFeedPrefix(body)
+	if err != nil || pre != wire.NodeFeedPrefixLen+8*9 {
+		t.Fatalf("prefix %d %v", pre, err)
+	}
+	plain, err = wire.Inflate(nil, body, pre, 1<<22, wire.TypeNodeFeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gf, gst, grun, err := wire.DecodeNodeFeed(plain)
+	if err != nil || gf.Streamlet != 7 || gf.Count != 9 || wire.FeedStamp(gst, 8) != 1008 || !bytes.Equal(grun, run) {
+		t.Fatalf("NODE_FEED %+v %v", gf, err)
+	}
+	// Not paying: incompressible or small runs are left alone.
+	if _, ok, _ := wire.AppendCompressedRun(nil, [][]byte{run[:100]}, 100, 512, nil); ok {
+		t.Fatal("a 100-byte run compressed")
+	}
+	// Bombs.
+	huge := binary.AppendUvarint(nil, 1<<31)
+	if _, err := wire.Inflate(nil, append(make([]byte, wire.NodeAppendPrefixLen), huge...), wire.NodeAppendPrefixLen, 1<<22, wire.TypeNodeAppend); !errors.Is(err, wire.ErrMalformed) {
+		t.Fatalf("NODE_APPEND bomb: %v", err)
+	}
+	fb := make([]byte, wire.NodeFeedPrefixLen)
+	binary.BigEndian.PutUint32(fb[13:], 1<<30) // stamps that cannot fit
+	if _, err := wire.NodeFeedPrefix(fb); !errors.Is(err, wire.ErrMalformed) {
+		t.Fatalf("NODE_FEED stamps bomb: %v", err)
+	}
+	if _, err := wire.NodeFeedPrefix(fb[:5]); !errors.Is(err, wire.ErrMalformed) {
+		t.Fatalf("short NODE_FEED: %v", err)
+	}
+}
