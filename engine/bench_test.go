@@ -112,3 +112,65 @@ func BenchmarkFanout(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPublishBesideStalledSubscriber measures a publisher's rate
+// (1 KiB, no acks, batches of 64, until a final ack) with and without a
+// subscriber that never reads, under the default slow-consumer policy
+// (lag): the stalled subscriber leaves the live stream, so the publisher's
+// rate should not depend on it. Compare the published/s of the two
+// sub-benchmarks of one run; nothing is asserted.
+func BenchmarkPublishBesideStalledSubscriber(b *testing.B) {
+	for _, stalled := range []int{0, 1} {
+		b.Run(fmt.Sprintf("stalled=%d", stalled), func(b *testing.B) {
+			s := startTest(b, nil)
+			ch := "bench.stalled"
+			for range stalled {
+				c, err := dialErr(b, s.Addr(), 4096)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.handshakeErr(); err != nil {
+					b.Fatal(err)
+				}
+				c.subscribe(1, ch, wire.StartLive, 0) // and never read again
+			}
+			pub, _ := helloRaw(b, s.Addr())
+			_ = pub.nc.SetDeadline(time.Time{})
+			acked := make(chan struct{})
+			go func() {
+				for {
+					h, _, err := pub.r.Next()
+					if err != nil {
+						return
+					}
+					if h.Type == wire.TypePubAck {
+						close(acked)
+						return
+					}
+				}
+			}()
+			payload := make([]byte, 1024)
+			var buf []byte
+			b.ReportAllocs()
+			b.SetBytes(int64(len(payload)))
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				buf = buf[:0]
+				for k := 0; k < 64 && i < b.N; k++ {
+					buf = wire.AppendPublish(buf, 0, 0, ch, payload)
+					i++
+				}
+				if _, err := pub.nc.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := pub.nc.Write(wire.AppendPublish(nil, 1, wire.FlagAck, ch, payload)); err != nil {
+				b.Fatal(err)
+			}
+			<-acked
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "published/s")
+			b.ReportMetric(float64(s.slowLags.Load()), "lags")
+		})
+	}
+}
