@@ -859,8 +859,12 @@ func (c *Cluster) info(channel string, create bool) (info role.ChannelInfo, foun
 	return info, found, err
 }
 
+// Interest registers delta readers of node with the channel's manager. A
+// failure is logged: the registration is redone when the view next moves
+// the channel (reinterest), and readers still learn of new data through the
+// feeds and of list changes when they look again.
 func (r *clusterRouter) Interest(channel, node string, delta int) {
-	_ = r.routed(channel, func() error {
+	err := r.routed(channel, func() error {
 		r.c.mgr.Interest(channel, node, delta)
 		return nil
 	}, func(m string) error {
@@ -870,6 +874,9 @@ func (r *clusterRouter) Interest(channel, node string, delta int) {
 		_, err := r.c.call(m, wire.OpInterest, e.B)
 		return err
 	})
+	if err != nil {
+		r.c.log.Warn("sluice cluster: registering readers with a channel's manager failed", "channel", channel, "delta", delta, "err", err)
+	}
 }
 
 func (r *clusterRouter) Expire(channel string, through uint64) (int, error) {

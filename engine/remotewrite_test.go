@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -40,5 +42,93 @@ func TestSplitThenRecycleKeepsTheTail(t *testing.T) {
 	p, _, _ := wire.NextRecord(tail.run)
 	if !bytes.Equal(p, rec(2)) {
 		t.Fatal("recycling the head changed the tail's records")
+	}
+}
+
+// stubPlane records the grants the remote path asks for (and answers
+// none) and accepts every remote append.
+type stubPlane struct{ grants *int }
+
+func (p stubPlane) writeGrant(*loop, string, uint64, func(role.Grant, error)) { *p.grants++ }
+func (p stubPlane) info(*loopChan, bool, func(role.ChannelInfo, bool))        {}
+func (p stubPlane) interest(string, int)                                      {}
+func (p stubPlane) appendRemote(*loop, role.Grant, int, []byte, func(wire.NodeAppended, error)) error {
+	return nil
+}
+func (p stubPlane) background(func()) bool { return false }
+func (p stubPlane) sweep()                 {}
+
+// TestRemoteBatch_Appended is the remote-batch state machine's answer
+// handling as a table: what is acknowledged (ids and positions), what goes
+// back to the head of the queue (ahead of what was queued meanwhile) and
+// with how many failed grants, and what is refused with UNAVAILABLE.
+func TestRemoteBatch_Appended(t *testing.T) {
+	type want struct {
+		acked  []wire.Ack
+		sent   []uint32 // ids of the next batch in flight
+		pend   []uint32 // ids queued after the answer, in order
+		tries  int      // of the queued head
+		errors int      // ERROR frames sent
+		grants int      // new grants asked for
+	}
+	for _, tc := range []struct {
+		name  string
+		tries int // of the batch in flight
+		res   wire.NodeAppended
+		err   error
+		want  want
+	}{
+		{"all appended", 0, wire.NodeAppended{Done: 3, First: 100}, nil,
+			want{acked: []wire.Ack{{ID: 1, Position: 100}, {ID: 2, Position: 101}, {ID: 3, Position: 102}}, sent: []uint32{9}}},
+		{"streamlet closed after two", 0, wire.NodeAppended{Status: wire.NodeClosed, Done: 2, First: 50}, nil,
+			want{acked: []wire.Ack{{ID: 1, Position: 50}, {ID: 2, Position: 51}}, pend: []uint32{3, 9}, grants: 1}},
+		{"closed at once: one more failed grant", 2, wire.NodeAppended{Status: wire.NodeClosed}, nil,
+			want{pend: []uint32{1, 2, 3, 9}, tries: 3, grants: 1}},
+		{"closed at once, out of grants", 8, wire.NodeAppended{Status: wire.NodeClosed}, nil,
+			want{pend: []uint32{9}, errors: 3, grants: 1}},
+		{"host failed in flight: never resent", 0, wire.NodeAppended{}, errNoPeer,
+			want{pend: []uint32{9}, errors: 3, grants: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			grants := 0
+			l := &loop{srv: &Server{plane: stubPlane{&grants}}}
+			c := &conn{l: l}
+			lc := &loopChan{l: l, name: "ch"}
+			g := &role.Grant{Channel: "ch", Streamlet: 7, Host: "b"}
+			lc.rg = g
+			b := &rbatch{tries: tc.tries}
+			for i := uint32(1); i <= 3; i++ {
+				b.conns, b.ids, b.acked = append(b.conns, c), append(b.ids, i), append(b.acked, true)
+				b.run = wire.AppendRecord(b.run, []byte("payload"))
+			}
+			lc.inflight = b
+			lc.pend = &rbatch{conns: []*conn{c}, ids: []uint32{9}, acked: []bool{true}, run: wire.AppendRecord(nil, []byte("later"))}
+			l.remoteBytes = len(b.run) + len(lc.pend.run)
+			lc.appended(b, g, tc.res, tc.err)
+			if !slices.Equal(c.acks, tc.want.acked) {
+				t.Errorf("acked %v, want %v", c.acks, tc.want.acked)
+			}
+			var pend []uint32
+			tries := 0
+			if lc.pend != nil {
+				pend, tries = lc.pend.ids, lc.pend.tries
+			}
+			if !slices.Equal(pend, tc.want.pend) || tries != tc.want.tries {
+				t.Errorf("queued %v (tries %d), want %v (tries %d)", pend, tries, tc.want.pend, tc.want.tries)
+			}
+			if got := int(l.stats.errs[wire.CodeUnavailable]); got != tc.want.errors {
+				t.Errorf("%d UNAVAILABLE errors, want %d", got, tc.want.errors)
+			}
+			if grants != tc.want.grants {
+				t.Errorf("%d grants asked for, want %d", grants, tc.want.grants)
+			}
+			var sent []uint32
+			if lc.inflight != nil {
+				sent = lc.inflight.ids
+			}
+			if !slices.Equal(sent, tc.want.sent) {
+				t.Errorf("in flight %v, want %v", sent, tc.want.sent)
+			}
+		})
 	}
 }

@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"io"
+	"log/slog"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/manager"
+	"github.com/sluice-rtm/sluice/role"
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// TestNodeOps_RoundTrip: every op body decodes to what was encoded (the
+// encoder and the decoder of each op sit side by side in nodeops.go).
+func TestNodeOps_RoundTrip(t *testing.T) {
+	g := role.Grant{Channel: "orders", Epoch: 1 << 40, Streamlet: 77, Host: "b", First: 1<<40 + 5,
+		LimitMsgs: 5000, LimitSize: 2 << 20, LeaseEnd: 1_800_000_000_000_000_000}
+	var e wire.NodeEnc
+	encGrant(&e, g)
+	d := wire.NewNodeDec(wire.TypeNodeResponse, e.B)
+	if got := decGrant(d); got != g || d.Done() != nil {
+		t.Fatalf("grant %+v (%v), want %+v", got, d.Done(), g)
+	}
+
+	info := role.ChannelInfo{Epoch: 9, Earliest: 100, Next: 117, Streamlets: []role.StreamletRef{
+		{ID: 0, First: 100, End: 107, Closed: true, Lost: true, Expires: 5},
+		{ID: 3, Host: "c", First: 107, End: 114, Closed: true, LeaseEnd: 4, Expires: 6},
+		{ID: 4, Host: "a", First: 114, LeaseEnd: 8},
+	}}
+	for _, found := range []bool{true, false} {
+		var e wire.NodeEnc
+		encInfo(&e, info, found)
+		got, gotFound, err := decInfo(e.B)
+		want := info
+		if !found {
+			want = role.ChannelInfo{}
+		}
+		if err != nil || gotFound != found || !reflect.DeepEqual(got, want) {
+			t.Fatalf("info (found %v): %+v %v %v", found, got, gotFound, err)
+		}
+	}
+
+	hs := []role.Hosted{
+		{ID: 1, Epoch: 9, First: 100, Host: "b", Len: 7, Sealed: true, Succ: 3, SuccHost: "c", LeaseEnd: 4, LimitMsgs: 10},
+		{ID: 3, Epoch: 9, First: 107, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10},
+	}
+	e = wire.NodeEnc{}
+	encHosted(&e, hs)
+	if got, err := decHosted(e.B, "b"); err != nil || !reflect.DeepEqual(got, hs) {
+		t.Fatalf("hosted %+v %v, want %+v", got, err, hs)
+	}
+}
+
+// TestNodeOps_CountsBoundedByTheBody: a count that the body cannot hold
+// is refused before anything is allocated for it.
+func TestNodeOps_CountsBoundedByTheBody(t *testing.T) {
+	var e wire.NodeEnc
+	e.U8(1)
+	e.U64(1)
+	e.U64(1)
+	e.U64(1)
+	e.U16(0xFFFF) // 65535 streamlets in a few bytes
+	if _, _, err := decInfo(e.B); err == nil {
+		t.Fatal("an info claiming 65535 streamlets in 27 bytes decoded")
+	}
+	e = wire.NodeEnc{}
+	e.U16(0xFFFF)
+	if _, err := decHosted(e.B, "b"); err == nil {
+		t.Fatal("a hosted list claiming 65535 entries in 2 bytes decoded")
+	}
+}
+
+// testCluster is a Cluster of view members (no membership started).
+func testCluster(self string, members map[string]float64, down ...string) *Cluster {
+	c := &Cluster{self: self, members: make(map[string]member), down: make(map[string]int64)}
+	for name, load := range members {
+		c.members[name] = member{Name: name, Cap: 1, Load: nodeMeta{MsgsIn: load}}
+	}
+	for _, n := range down {
+		c.down[n] = 1 << 62
+	}
+	c.rebuildSnap()
+	return c
+}
+
+// TestChoose_HostOfANewStreamlet: the host of a new streamlet is another
+// node than the manager whenever there is one, never an excluded or down
+// node, the manager itself only when it is alone, and none when every
+// node is excluded.
+func TestChoose_HostOfANewStreamlet(t *testing.T) {
+	three := map[string]float64{"a": 0, "b": 0, "c": 0}
+	for _, tc := range []struct {
+		name    string
+		members map[string]float64
+		down    []string
+		exclude []string
+		want    []string // acceptable answers; nil: none
+	}{
+		{"three nodes: not the manager", three, nil, nil, []string{"b", "c"}},
+		{"one excluded", three, nil, []string{"b"}, []string{"c"}},
+		{"one down", three, []string{"c"}, nil, []string{"b"}},
+		{"others excluded: the manager", three, nil, []string{"b", "c"}, []string{"a"}},
+		{"alone", map[string]float64{"a": 0}, nil, nil, []string{"a"}},
+		{"everyone excluded", three, nil, []string{"a", "b", "c"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testCluster("a", tc.members, tc.down...)
+			for seq := uint64(0); seq < 50; seq++ {
+				got, ok := c.choose("ch", seq, manager.Load{}, tc.exclude)
+				if tc.want == nil {
+					if ok {
+						t.Fatalf("seq %d: chose %q, want none", seq, got)
+					}
+					continue
+				}
+				if !ok || !slices.Contains(tc.want, got) {
+					t.Fatalf("seq %d: chose %q (%v), want one of %v", seq, got, ok, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestChoose_RotatesAHotChannel: consecutive streamlets of one channel
+// spread over the other nodes (the placement key includes the sequence).
+func TestChoose_RotatesAHotChannel(t *testing.T) {
+	c := testCluster("a", map[string]float64{"a": 0, "b": 0, "c": 0, "d": 0})
+	seen := map[string]int{}
+	for seq := uint64(0); seq < 60; seq++ {
+		n, _ := c.choose("hot", seq, manager.Load{MsgsPerSec: 1e5}, nil)
+		seen[n]++
+	}
+	if len(seen) < 2 || seen["a"] != 0 {
+		t.Fatalf("streamlets on %v, want at least two nodes and never the manager a", seen)
+	}
+}
+
+type nopGateway struct{}
+
+func (nopGateway) Changed(string)                     {}
+func (nopGateway) HostDown(string)                    {}
+func (nopGateway) Feed(wire.NodeFeed, []byte, []byte) {}
+func (nopGateway) SetNodes([]string)                  {}
+func (nopGateway) Conns() int                         { return 0 }
+
+// TestShutdown_StopsEveryGoroutine: the pool's workers, the interest
+// worker and the pool's running calls end with Shutdown, and Go refuses
+// work afterwards.
+func TestShutdown_StopsEveryGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	h := host.New("a", time.Now)
+	m := manager.New(manager.Config{Node: "a", Host: h, NewID: h.NewID, Clock: time.Now,
+		Limits: func(string) role.Limits {
+			return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
+		}})
+	c := New(Config{Self: "a", Manager: m, Host: h, Gateway: nopGateway{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now})
+	ran := make(chan struct{})
+	if !c.Go(func() { close(ran) }) {
+		t.Fatal("Go refused work on a running cluster")
+	}
+	<-ran
+	c.Interest("ch", 1) // the interest worker runs it (this node manages everything)
+	c.Shutdown()
+	if c.Go(func() {}) {
+		t.Fatal("Go took work after Shutdown")
+	}
+}
+
+// TestGo_RefusesWhenFull: Go never blocks; past the queue it refuses.
+func TestGo_RefusesWhenFull(t *testing.T) {
+	c := &Cluster{stop: make(chan struct{}), jobs: make(chan func(), 2)}
+	for i := 0; i < 2; i++ {
+		if !c.Go(func() {}) {
+			t.Fatalf("call %d refused with room in the queue", i)
+		}
+	}
+	if c.Go(func() {}) {
+		t.Fatal("a call beyond the queue was taken")
+	}
+}
