@@ -432,9 +432,6 @@ func (n *NodeDec) I64() int64 { return int64(n.d.u64("i64")) }
 // Str8 reads a u8-length string (a copy).
 func (n *NodeDec) Str8() string { return n.d.str8("string") }
 
-// Rest returns the bytes not yet read (aliasing the body).
-func (n *NodeDec) Rest() []byte { return n.d.rest() }
-
 // Fail records a semantic error (e.g. a count over a limit).
 func (n *NodeDec) Fail(format string, args ...any) { n.d.failf(format, args...) }
 

@@ -886,7 +886,7 @@ func TestNodeEncDecRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, wantV) {
 		t.Fatalf("NodeDec read %v\nwant %v", got, wantV)
 	}
-	if err := d.Done(); err != nil || d.Err() != nil || len(d.Rest()) != 0 {
+	if err := d.Done(); err != nil || d.Err() != nil {
 		t.Fatalf("Done %v, Err %v", err, d.Err())
 	}
 
@@ -956,7 +956,7 @@ func TestNodeDecSticky(t *testing.T) {
 	if !errors.Is(first, wire.ErrMalformed) || !strings.Contains(first.Error(), "NODE_RESPONSE") || !strings.Contains(first.Error(), "string") {
 		t.Fatalf("err %v", first)
 	}
-	if d.U8() != 0 || d.U16() != 0 || d.U32() != 0 || d.U64() != 0 || d.I64() != 0 || d.Str8() != "" || d.Rest() != nil {
+	if d.U8() != 0 || d.U16() != 0 || d.U32() != 0 || d.U64() != 0 || d.I64() != 0 || d.Str8() != "" {
 		t.Fatal("reads after the error return values")
 	}
 	d.Fail("count %d over limit", 9)
@@ -1004,11 +1004,6 @@ func TestNodeDecSticky(t *testing.T) {
 	d.U8()
 	if d.Err() != nil || !errors.Is(d.Done(), wire.ErrMalformed) || !strings.Contains(d.Done().Error(), "trailing") {
 		t.Fatalf("leftover byte: Err %v Done %v", d.Err(), d.Done())
-	}
-	d = wire.NewNodeDec(wire.TypeNodeRequest, cat(u8(1), str("xyz")))
-	d.U8()
-	if r := d.Rest(); string(r) != "xyz" || cap(r) != 3 || d.Done() != nil {
-		t.Fatalf("Rest %q cap %d, Done %v", r, cap(r), d.Done())
 	}
 }
 
