@@ -149,7 +149,7 @@ type Cluster struct {
 	snap    *placement.Snapshot
 	others  *placement.Snapshot // without this node, for host choices
 	links   map[string]*Link
-	dialMu  map[string]*sync.Mutex
+	dialing map[string]*dial // dials in progress, by node
 
 	meta    nodeMeta // guarded by metaMu
 	metaMu  sync.Mutex
@@ -204,7 +204,7 @@ func New(cfg Config) *Cluster {
 	}
 	c := &Cluster{cfg: cfg, self: cfg.Self, opts: o, mgr: cfg.Manager, host: cfg.Host, gw: cfg.Gateway, log: cfg.Log,
 		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*Link),
-		dialMu: make(map[string]*sync.Mutex), changed: make(chan struct{}, 1), stop: make(chan struct{}),
+		dialing: make(map[string]*dial), changed: make(chan struct{}, 1), stop: make(chan struct{}),
 		interest: make(map[string]*interestReg), iwake: make(chan struct{}, 1)}
 	cfg.Manager.SetCluster(managerHooks{c})
 	c.startPool()
@@ -519,33 +519,42 @@ func (c *Cluster) link(node string) *Link {
 	}
 	m, ok := c.members[node]
 	_, down := c.down[node]
-	dm := c.dialMu[node]
-	if dm == nil {
-		dm = new(sync.Mutex)
-		c.dialMu[node] = dm
-	}
-	c.mu.Unlock()
 	if !ok || down {
+		c.mu.Unlock()
 		return nil
 	}
-	dm.Lock()
-	defer dm.Unlock()
-	c.mu.RLock()
-	l := c.links[node]
-	c.mu.RUnlock()
-	if l != nil && !l.closed() {
-		return l
+	if d := c.dialing[node]; d != nil {
+		// Another goroutine dials the node: wait for its outcome, with no
+		// lock held.
+		c.mu.Unlock()
+		<-d.done
+		return d.l
 	}
+	d := &dial{done: make(chan struct{})}
+	c.dialing[node] = d
+	c.mu.Unlock()
 	l, err := c.dialLink(node, m.Client, c.rpcTimeout())
+	c.mu.Lock()
+	delete(c.dialing, node)
+	if err == nil {
+		c.links[node] = l
+	}
+	c.mu.Unlock()
+	d.l = l // nil on failure; read by the waiters after done is closed
+	close(d.done)
 	if err != nil {
 		c.log.Warn("sluice cluster: peer unreachable", "node", node, "err", err)
 		c.markDown(node)
 		return nil
 	}
-	c.mu.Lock()
-	c.links[node] = l
-	c.mu.Unlock()
 	return l
+}
+
+// dial is a dial in progress (Cluster.dialing): the goroutines that need
+// the same node's link wait on done instead of dialing again.
+type dial struct {
+	done chan struct{}
+	l    *Link
 }
 
 // existingLink returns the open link to node without dialing (for the

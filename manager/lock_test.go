@@ -117,3 +117,96 @@ func TestTick_SlowSealDoesNotBlockTheShard(t *testing.T) {
 		t.Fatalf("after the seal: %+v, want its streamlet closed", info)
 	}
 }
+
+// hostingSlow is a remote host whose HostStreamlet blocks until release.
+type hostingSlow struct {
+	*host.Host
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *hostingSlow) HostStreamlet(g role.Grant) error {
+	h.once.Do(func() { close(h.entered) })
+	<-h.release
+	return h.Host.HostStreamlet(g)
+}
+
+type slowHosting struct {
+	local *host.Host
+	slow  *hostingSlow
+}
+
+func (c slowHosting) HostOf(node string) role.Host {
+	if node == "slow" {
+		return c.slow
+	}
+	return c.local
+}
+func (c slowHosting) Choose(ch string, _ uint64, _ Load, _ []string) (string, bool) {
+	if ch == "remote" {
+		return "slow", true
+	}
+	return "m", true
+}
+func (c slowHosting) ListAll(string) []role.Hosted { return nil }
+func (c slowHosting) Notify(string, []string)      {}
+func (c slowHosting) Managed(string) bool          { return true }
+func (c slowHosting) Skew() time.Duration          { return time.Second }
+
+// TestWriteGrant_SlowHostDoesNotBlockTheShard: a WriteGrant waiting for a
+// remote host to host its streamlet holds only its own channel: the
+// lifecycle tick, Info of another channel of the shard and WriteGrant of
+// a new one go on meanwhile (the tick skips the busy channel and takes no
+// channel's lock under a shard's lock).
+func TestWriteGrant_SlowHostDoesNotBlockTheShard(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	local := host.New("m", clock)
+	slow := &hostingSlow{Host: host.New("slow", clock), entered: make(chan struct{}), release: make(chan struct{})}
+	m := New(Config{Node: "m", Host: local, NewID: local.NewID, Clock: clock,
+		Limits: func(string) role.Limits {
+			return role.Limits{Msgs: 100, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
+		}})
+	m.SetCluster(slowHosting{local: local, slow: slow})
+	const a = "remote"
+	var same []string
+	for i := 0; len(same) < 2; i++ {
+		if ch := fmt.Sprintf("c%d", i); m.shard(ch) == m.shard(a) {
+			same = append(same, ch)
+		}
+	}
+	if _, err := m.WriteGrant(same[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, err := m.WriteGrant(a, 0)
+		granted <- err
+	}()
+	<-slow.entered // a's grant now waits for the slow host, holding a's lock
+	answered := make(chan error, 1)
+	go func() {
+		m.Do(m.Tick(clock()))
+		if _, ok := m.Info(same[0], false); !ok {
+			answered <- fmt.Errorf("Info(%s) found nothing", same[0])
+			return
+		}
+		_, err := m.WriteGrant(same[1], 0)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-granted:
+		t.Fatalf("the slow grant returned (%v) before the others answered", err)
+	case <-time.After(2 * time.Second): // the RPC timeout the slow host would take
+		t.Fatal("Tick, Info and WriteGrant of other channels of the shard waited for the slow host")
+	}
+	close(slow.release)
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+}

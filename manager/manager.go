@@ -217,6 +217,20 @@ func (m *Manager) lockLive(name string, create bool) *mchan {
 	}
 }
 
+// snapshot appends the channels of sh to dst, under the shard's read lock
+// only (no channel lock is taken under it here).
+func (m *Manager) snapshot(sh *struct {
+	mu sync.RWMutex
+	m  map[string]*mchan
+}, dst []*mchan) []*mchan {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	for _, mc := range sh.m {
+		dst = append(dst, mc)
+	}
+	return dst
+}
+
 // lockExisting returns the channel locked if this manager holds it (never
 // rebuilding it), nil otherwise.
 func (m *Manager) lockExisting(name string) *mchan {
@@ -421,17 +435,18 @@ func (m *Manager) NodeDown(node string) {
 		nodes   []string
 	}
 	var notes []note
+	var mcs []*mchan
 	for i := range m.shards {
-		sh := &m.shards[i]
-		sh.mu.RLock()
-		for name, mc := range sh.m {
+		// A channel's lock may be held across a host call (WriteGrant):
+		// wait for it holding no shard lock.
+		mcs = m.snapshot(&m.shards[i], mcs[:0])
+		for _, mc := range mcs {
 			mc.mu.Lock()
-			if mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
-				notes = append(notes, note{name, readerNodes(mc.st)})
+			if !mc.dead && mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
+				notes = append(notes, note{mc.name, readerNodes(mc.st)})
 			}
 			mc.mu.Unlock()
 		}
-		sh.mu.RUnlock()
 	}
 	for _, n := range notes {
 		m.cl.Notify(n.channel, n.nodes)
@@ -470,13 +485,21 @@ func (m *Manager) Tick(now time.Time) []Action {
 	ns := now.UnixNano()
 	var acts []Action
 	var expired []role.StreamletRef
-	var drop []*mchan
+	var drop, mcs []*mchan
 	for i := range m.shards {
 		sh := &m.shards[i]
-		sh.mu.RLock()
+		mcs = m.snapshot(sh, mcs[:0])
 		drop = drop[:0]
-		for _, mc := range sh.m {
-			mc.mu.Lock()
+		for _, mc := range mcs {
+			if !mc.mu.TryLock() {
+				// Busy: a WriteGrant holds it while it calls a host.
+				// The next tick looks again.
+				continue
+			}
+			if mc.dead {
+				mc.mu.Unlock()
+				continue
+			}
 			cs := mc.st
 			if mc.unmanaged || (m.cl != nil && !m.cl.Managed(mc.name)) {
 				// The membership moved the channel to another manager,
@@ -512,7 +535,6 @@ func (m *Manager) Tick(now time.Time) []Action {
 			}
 			mc.mu.Unlock()
 		}
-		sh.mu.RUnlock()
 		if len(drop) > 0 {
 			m.drop(sh, drop, ns)
 		}
@@ -548,7 +570,9 @@ func (m *Manager) drop(sh *struct {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, mc := range cands {
-		mc.mu.Lock()
+		if !mc.mu.TryLock() {
+			continue // busy again (a grant calls a host): not idle
+		}
 		if !mc.dead && mc.unmanaged {
 			mc.dead = true
 			delete(sh.m, mc.name)
