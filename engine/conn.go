@@ -62,7 +62,8 @@ type conn struct {
 	watchArmed bool
 
 	// peer is set when the connection is from a peer node (peer.go);
-	// link when it is this node's connection to a peer (link.go).
+	// link when it is this node's connection to a peer (cluster.Link,
+	// carried by nodelink.go).
 	peer *peerConn
 	link *cluster.Link
 	// ws is set on a connection of the WebSocket listener (ws.go).
