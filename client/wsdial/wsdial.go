@@ -6,6 +6,11 @@
 //	c, err := client.Dial(ctx, "ws://127.0.0.1:7001/",
 //		client.WithDialer(wsdial.Dialer(wsdial.Options{})))
 //
+// The node addresses a server lists in WELCOME, which the SDK adds to its
+// reconnect list, are TCP addresses: this dialer refuses them (they are no
+// ws:// URLs) and the SDK goes on to the URLs it was given. Give every
+// gateway URL to client.Dial, comma-separated.
+//
 // It exists for Go programs that can reach Sluice only through an HTTP
 // proxy or load balancer that passes WebSocket, and for the benchmarks
 // and tests of the gateway. Browsers and Node.js use the TypeScript SDK.
