@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-rtm/sluice/wire"
 	"github.com/sluice-rtm/sluice/ws"
 )
 
@@ -307,5 +308,20 @@ func TestOriginAllowed(t *testing.T) {
 		if got := ws.OriginAllowed(tc.origin, tc.host, tc.allow); got != tc.ok {
 			t.Errorf("OriginAllowed(%q, %q, %v) = %v", tc.origin, tc.host, tc.allow, got)
 		}
+	}
+}
+
+// TestProtocolExample: the worked example of PROTOCOL.md 10.2.
+func TestProtocolExample(t *testing.T) {
+	pong := wire.AppendPong(nil, 7)
+	if !bytes.Equal(pong, []byte{0, 0, 0, 0, 0x0b, 0, 0, 0, 0, 7}) {
+		t.Fatalf("PONG % x", pong)
+	}
+	if got := ws.AppendFrame(nil, ws.OpBinary, pong); !bytes.Equal(got, append([]byte{0x82, 0x0a}, pong...)) {
+		t.Fatalf("server message % x", got)
+	}
+	want := []byte{0x82, 0x8a, 0x37, 0xfa, 0x21, 0x3d, 0x37, 0xfa, 0x21, 0x3d, 0x3d, 0xfa, 0x21, 0x3d, 0x37, 0xfd}
+	if got := ws.AppendMaskedFrame(nil, true, ws.OpBinary, wire.AppendPing(nil, 7), key); !bytes.Equal(got, want) {
+		t.Fatalf("client message % x, want % x", got, want)
 	}
 }
