@@ -13,16 +13,24 @@ import (
 // The web console's view of the server (package console serves it on
 // the HTTP listener).
 //
-// Channel rates are measured at this node's gateway: every loop counts
-// the publishes it stores per channel (loopChan.pubMsgs/pubBytes); a
-// collection takes and resets the counts (one task per loop) and divides
-// by the time since the previous collection. Collections are at least
-// consoleMinInterval apart: requests in between get the last result, so
-// any number of open consoles share one measurement. A channel view that
-// a loop forgets (idle for a second) takes its uncollected counts along.
+// Channel rates are measured at this node's gateway: while a console
+// polls (consoleWindow), every loop counts the publishes it stores per
+// channel (loopChan.pubMsgs/pubBytes); a collection takes and resets the
+// counts (one task per loop) and divides by the time since the previous
+// collection. Collections are at least consoleMinInterval apart:
+// requests in between get the last result, so any number of open
+// consoles share one measurement. The first collection after a pause
+// starts the measurement (its rates cover only what it saw counted).
 
 // consoleMinInterval is the shortest time between two collections.
 const consoleMinInterval = time.Second
+
+// consoleWindow: the loops count publishes per channel while a console
+// collected within this time, and only then. A channel view with
+// uncollected counts is kept until the next collection, so the views
+// held for the console are those of channels published to between two
+// collections.
+const consoleWindow = 10 * time.Second
 
 // consoleSrc implements console.Source for a Server.
 type consoleSrc struct {
@@ -90,12 +98,14 @@ func (cs *consoleSrc) Status(ctx context.Context) (console.Status, error) {
 	if cs.valid && now.Sub(cs.last) < consoleMinInterval {
 		return cs.cached, nil
 	}
+	s.consoleLast.Store(now.UnixNano())
 	ls := s.loopList()
 	ch := make(chan loopSample, len(ls))
 	sent := 0
 	for _, l := range ls {
 		err := l.el.Execute(ctx, task{l, func() {
 			var smp loopSample
+			l.countPubs = true
 			for _, lc := range l.chans {
 				if lc.pubMsgs > 0 || lc.nsubs > 0 {
 					smp.chans = append(smp.chans, chanSample{lc.name, lc.pubMsgs, lc.pubBytes, lc.nsubs})

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-rtm/sluice/console"
 	"github.com/sluice-rtm/sluice/wire"
@@ -115,4 +118,48 @@ func TestConsoleWithoutAuthOrWS(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+s.MetricsAddr()+"/console/api/status", ""); code != 200 {
 		t.Fatalf("status without auth: %d", code)
 	}
+}
+
+// TestConsoleCountsSurviveIdleSweep: a loop that forgets an idle channel
+// view (no subscriber on that loop, idle for a second) keeps the view
+// while a console polls and its counts are not collected yet, so the
+// rate covers every publish. The clock is the test's: the rate is exact.
+func TestConsoleCountsSurviveIdleSweep(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := startTest(t, func(o *Options) { o.now = clock })
+	src := s.consoleSource()
+	if _, err := src.Status(context.Background()); err != nil { // starts the measurement
+		t.Fatal(err)
+	}
+	pub, _ := helloRaw(t, s.Addr())
+	batch := make([][]byte, 40)
+	for i := range batch {
+		batch[i] = []byte("0123456789")
+	}
+	if _, err := pub.publishBatch("idle.view", batch); err != nil {
+		t.Fatal(err)
+	}
+	advance(2 * time.Second)
+	onLoops(t, s, func(l *loop) { l.sweep() }) // the view is idle, no subscriber: it would be forgotten
+	st, err := src.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Channels) != 1 || st.Channels[0].Name != "idle.view" || st.Channels[0].MsgsPerSec != 20 || st.Channels[0].BytesPerSec != 200 {
+		t.Fatalf("channels %+v, want idle.view at 20 msg/s, 200 B/s", st.Channels)
+	}
+	if m := st.Members[0].Load; m.MsgsInPerSec != 20 || m.BytesInPerSec != 200 {
+		t.Fatalf("node load %+v", m)
+	}
+	// Collected: the next idle sweep forgets the view.
+	advance(2 * time.Second)
+	onLoops(t, s, func(l *loop) { l.sweep() })
+	onLoops(t, s, func(l *loop) {
+		if l.chans["idle.view"] != nil {
+			t.Errorf("loop %d still holds the collected, idle view", l.idx)
+		}
+	})
 }

@@ -47,6 +47,10 @@ type loop struct {
 	// publishes to one channel skip the map lookup. Cleared when sweep
 	// forgets channel views.
 	lastChan *loopChan
+	// countPubs: a console collected recently, so publishes are counted
+	// per channel view (console.go); set by sweep and by a collection.
+	countPubs bool
+
 	// run holds consecutive PUBLISH frames of one connection to one
 	// channel, read in the same OnTraffic call, not yet appended: they are
 	// appended under one streamlet lock (flushRun) before any other frame
@@ -90,7 +94,10 @@ type pubRun struct {
 }
 
 func newLoop(idx int, el gnet.EventLoop, srv *Server) *loop {
-	return &loop{idx: idx, el: el, srv: srv, conns: make(map[*conn]struct{}), chans: make(map[string]*loopChan)}
+	l := &loop{idx: idx, el: el, srv: srv, conns: make(map[*conn]struct{}), chans: make(map[string]*loopChan)}
+	// A loop created while a console polls counts from its start.
+	l.countPubs = srv.clock().UnixNano()-srv.consoleLast.Load() < int64(consoleWindow)
+	return l
 }
 
 // begin starts a loop iteration (a callback or a task).
@@ -559,8 +566,10 @@ func (l *loop) flushRun() {
 		}
 		l.stats.msgsIn++
 		l.stats.payloadIn += uint64(len(r.payloads[k]))
-		lc.pubMsgs++
-		lc.pubBytes += uint64(len(r.payloads[k]))
+		if l.countPubs {
+			lc.pubMsgs++
+			lc.pubBytes += uint64(len(r.payloads[k]))
+		}
 		if r.acked[k] {
 			if len(c.acks) == 0 {
 				l.ackers = append(l.ackers, c)
@@ -615,9 +624,12 @@ func (l *loop) sweep() {
 	}
 	l.outbound.Store(out)
 	idle := l.now - int64(time.Second)
+	// While a console polls, a view keeps its uncollected publish counts
+	// until the next collection (console.go).
+	l.countPubs = l.now-l.srv.consoleLast.Load() < int64(consoleWindow)
 	for name, lc := range l.chans {
 		if lc.nsubs == 0 && lc.pendingSubs == 0 && !lc.touched && !lc.remoteBusy() && !lc.granting &&
-			!lc.infoPending && lc.lastUse < idle {
+			!lc.infoPending && lc.lastUse < idle && (lc.pubMsgs == 0 || !l.countPubs) {
 			if l.lastChan == lc {
 				l.lastChan = nil
 			}

@@ -64,6 +64,10 @@ type Server struct {
 	loops   map[gnet.EventLoop]*loop
 	loopArr []*loop
 
+	// consoleLast is when the console last collected channel counts
+	// (unix ns; console.go).
+	consoleLast atomic.Int64
+
 	conns     atomic.Int64
 	shutting  atomic.Bool
 	lingering atomic.Int64 // connections refused at open and lingering (lingerRefusal)
