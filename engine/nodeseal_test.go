@@ -2,9 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,5 +222,125 @@ func TestNodeLink_FlippedByteCloses(t *testing.T) {
 		if !closedStream(end) {
 			t.Fatalf("byte %d flipped: connection not closed (%v)", i, end)
 		}
+	}
+}
+
+// flipProxy forwards TCP connections to target, and changes one bit of
+// the first byte of the third frame or record (the first sealed record:
+// after NODE_HELLO and NODE_PROOF, or NODE_CHALLENGE and NODE_WELCOME) of
+// the direction chosen, once in its life. It stops with the test.
+type flipProxy struct {
+	ln       net.Listener
+	target   atomic.Value // string
+	toTarget bool         // flip in the dialer -> target direction
+	flipped  atomic.Bool
+}
+
+func startFlipProxy(t *testing.T, toTarget bool) *flipProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &flipProxy{ln: ln, toTarget: toTarget}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", p.target.Load().(string))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); p.copy(u, c, p.toTarget); u.Close() }()
+			go func() { defer wg.Done(); p.copy(c, u, !p.toTarget); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *flipProxy) copy(dst, src net.Conn, flip bool) {
+	var hdr []byte
+	frame, left := 0, 0
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		for i := 0; flip && i < n; i++ {
+			if left == 0 {
+				if hdr = append(hdr, buf[i]); len(hdr) == wire.HeaderLen {
+					left, frame, hdr = int(binary.BigEndian.Uint32(hdr)), frame+1, hdr[:0]
+					if frame == 3 && left > 0 && !p.flipped.Load() && i+1 < n {
+						p.flipped.Store(true)
+						buf[i+1] ^= 0x01
+					}
+				}
+				continue
+			}
+			left--
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestNodeLink_FlippedByteOnARealLink: node a reaches node b only through
+// a proxy that changes one bit of the first sealed record, in one
+// direction or the other. That link closes (a counts a link failure), and
+// a's next link to b, unchanged, carries a's publishes to a channel b
+// manages: the cluster recovers by dialing again.
+func TestNodeLink_FlippedByteOnARealLink(t *testing.T) {
+	for _, dir := range []struct {
+		name     string
+		toTarget bool
+	}{{"dialer to acceptor", true}, {"acceptor to dialer", false}} {
+		t.Run(dir.name, func(t *testing.T) {
+			p := startFlipProxy(t, dir.toTarget)
+			a := startNode(t, "a", nil, withSecret)
+			b := startNode(t, "b", []string{a.cl.GossipAddr()}, func(o *Options) {
+				withSecret(o)
+				o.Cluster.ClientAdvertise = p.ln.Addr().String()
+			})
+			p.target.Store(b.Addr())
+			eventually(t, waitFor, "two members", func() bool { return a.cl.Alive() == 2 && b.cl.Alive() == 2 })
+			ch := channelManagedBy(t, a, "b", "flip")
+			pub, _ := helloRaw(t, a.Addr())
+			var err error
+			eventually(t, waitFor, "a publish through a new link after the broken one", func() bool {
+				_, err = pub.publishBatch(ch, [][]byte{[]byte("m")})
+				if err != nil {
+					pub.nc.Close()
+					pub, _ = helloRaw(t, a.Addr())
+				}
+				return err == nil && p.flipped.Load() && a.cl.LinkFailures() > 0
+			})
+			if !p.flipped.Load() || a.cl.LinkFailures() == 0 {
+				t.Fatalf("flipped %v, link failures %d", p.flipped.Load(), a.cl.LinkFailures())
+			}
+		})
 	}
 }
