@@ -155,7 +155,7 @@ func (c *conn) flush() {
 	} else if len(c.iov) > 0 && !c.closed {
 		if c.ns != nil {
 			// On a write error gnet closes the conn (OnClose).
-			if err := c.ns.writeSealed(c.iov, func(b []byte) { _, _ = c.gc.Write(b) }); err != nil {
+			if err := c.ns.writeSealed(c.iov, c.gc); err != nil {
 				_ = c.gc.Close()
 			}
 		} else {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"io"
+
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -15,8 +17,10 @@ type nodeSeal struct {
 	// plain holds opened plaintext not yet taken as frames: at most one
 	// partial frame (bounded by the node body limit) after a call.
 	plain []byte
-	// out is the sealed output of one flush, reused.
-	out []byte
+	// out is the sealed output of one piece of a flush, and piece the
+	// plaintext vector of that piece; both reused.
+	out   []byte
+	piece [][]byte
 }
 
 // newNodeSeal returns the record layer of a node connection whose
@@ -40,36 +44,38 @@ const sealPiece = 256 << 10
 // records with write, in pieces of at most sealPiece plaintext bytes
 // (conn.flush). It fails only when the direction's sequence numbers are
 // exhausted; write's own errors are gnet's (which closes the connection).
-func (ns *nodeSeal) writeSealed(iov [][]byte, write func([]byte)) error {
-	var piece [][]byte
+func (ns *nodeSeal) writeSealed(iov [][]byte, w io.Writer) error {
 	n := 0
-	emit := func() error {
-		var err error
-		ns.out, err = ns.seal.SealVec(ns.out[:0], piece)
-		if err != nil {
-			return err
-		}
-		write(ns.out)
-		clear(piece)
-		piece, n = piece[:0], 0
-		return nil
-	}
 	for _, b := range iov {
 		for len(b) > 0 {
 			k := min(len(b), sealPiece-n)
-			piece = append(piece, b[:k])
+			ns.piece = append(ns.piece, b[:k])
 			n += k
 			b = b[k:]
 			if n == sealPiece {
-				if err := emit(); err != nil {
+				if err := ns.emit(w); err != nil {
 					return err
 				}
+				n = 0
 			}
 		}
 	}
 	if n > 0 {
-		return emit()
+		return ns.emit(w)
 	}
+	return nil
+}
+
+// emit seals ns.piece and writes it.
+func (ns *nodeSeal) emit(w io.Writer) error {
+	var err error
+	ns.out, err = ns.seal.SealVec(ns.out[:0], ns.piece)
+	clear(ns.piece)
+	ns.piece = ns.piece[:0]
+	if err != nil {
+		return err
+	}
+	_, _ = w.Write(ns.out) // gnet closes the connection on a write error
 	return nil
 }
 
