@@ -208,9 +208,16 @@ func TestClusterStatusCommand(t *testing.T) {
 	if code != exitFail || out != "" || !strings.Contains(errs, "UNAUTHENTICATED") || !strings.Contains(errs, "give the cluster secret") {
 		t.Fatalf("no secret: code %d stdout %q stderr %q", code, out, errs)
 	}
-	code, _, errs = runCmd(ctx, "", "cluster", "status", "--server", addr, "--secret", otherSecret)
-	if code != exitFail || !strings.Contains(errs, "bad node proof") || strings.Contains(errs, otherSecret) {
-		t.Fatalf("wrong secret: code %d stderr %q", code, errs)
+	code, out, errs = runCmd(ctx, "", "cluster", "status", "--server", addr, "--secret", otherSecret)
+	if code != exitFail || out != "" || !strings.Contains(errs, "bad node proof") || strings.Contains(errs, otherSecret) {
+		t.Fatalf("wrong secret: code %d stdout %q stderr %q", code, out, errs)
+	}
+	// Refused callers learn nothing of the cluster: no member, no gossip
+	// address, no state (the acceptor's NODE_CHALLENGE names only itself).
+	for _, text := range []string{errs, out} {
+		if strings.Contains(text, n.gossip) || strings.Contains(text, "alive") || strings.Contains(text, "members") {
+			t.Fatalf("a refused status printed cluster details: %q", text)
+		}
 	}
 }
 
