@@ -30,18 +30,20 @@ func TestWindow(t *testing.T) {
 		{"gone at the window's end", 2 * time.Minute, 10, []op{
 			{add: true, id: "a", pos: 1, now: 0},
 			{add: true, id: "b", pos: 2, now: 60 * sec},
-			{id: "a", pos: 0, now: 120 * sec, length: 2},
-			{id: "b", pos: 2, now: 120 * sec, length: 2},
-			{id: "b", pos: 0, now: 180 * sec, length: 1},
+			{id: "a", pos: 0, now: 120 * sec},
+			{id: "b", pos: 2, now: 120 * sec},
+			{id: "b", pos: 0, now: 180 * sec},
 		}},
-		{"oldest forgotten past maxIDs", time.Hour, 3, []op{
+		{"oldest forgotten past maxIDs", time.Hour, 4, []op{
 			{add: true, id: "a", pos: 1, now: 1},
 			{add: true, id: "b", pos: 2, now: 2},
-			{add: true, id: "c", pos: 3, now: 3},
-			{add: true, id: "d", pos: 4, now: 4, length: 4},
-			{id: "a", pos: 0, now: 5},
-			{id: "b", pos: 2, now: 5},
-			{id: "d", pos: 4, now: 5},
+			{add: true, id: "c", pos: 3, now: 3, length: 4},
+			{add: true, id: "d", pos: 4, now: 4, length: 5},
+			{add: true, id: "e", pos: 5, now: 5, length: 4},
+			{id: "a", pos: 0, now: 6},
+			{id: "b", pos: 0, now: 6},
+			{id: "c", pos: 3, now: 6},
+			{id: "e", pos: 5, now: 6},
 		}},
 		{"ids are bytes, compared exactly", time.Hour, 10, []op{
 			{add: true, id: "a", pos: 1, now: 1},
@@ -51,7 +53,7 @@ func TestWindow(t *testing.T) {
 		}},
 		{"re-added id moves", time.Hour, 10, []op{
 			{add: true, id: "a", pos: 1, now: 1},
-			{add: true, id: "a", pos: 5, now: 2, length: 2},
+			{add: true, id: "a", pos: 5, now: 2},
 			{id: "a", pos: 5, now: 3},
 		}},
 	} {
@@ -72,16 +74,16 @@ func TestWindow(t *testing.T) {
 }
 
 // TestBounded: memory stays within maxIDs however many ids come, and the
-// newest maxIDs are the ones remembered.
+// newest maxIDs/2 at least are remembered.
 func TestBounded(t *testing.T) {
 	w := New(time.Hour, 1000)
 	for i := range 100_000 {
 		w.Add(fmt.Appendf(nil, "id-%d", i), uint64(i+1), int64(i))
-		if w.Len() > 1000 || w.n > 1000 || len(w.ring) > 1001 {
-			t.Fatalf("after %d: %d ids, %d slots, ring %d", i, w.Len(), w.n, len(w.ring))
+		if w.Len() > 1000 || len(w.cur) > 500 || len(w.prev) > 500 {
+			t.Fatalf("after %d: %d ids (%d + %d)", i, w.Len(), len(w.cur), len(w.prev))
 		}
 	}
-	for _, i := range []int{99_999, 99_000} {
+	for i := 99_500; i < 100_000; i++ {
 		if pos, ok := w.Lookup(fmt.Appendf(nil, "id-%d", i), 100_000); !ok || pos != uint64(i+1) {
 			t.Fatalf("id-%d: %d %v", i, pos, ok)
 		}
@@ -92,8 +94,26 @@ func TestBounded(t *testing.T) {
 	if w.Through() != 100_000 {
 		t.Fatalf("Through %d", w.Through())
 	}
-	if added, dups := w.Stats(); added != 100_000 || dups != 2 {
+	if added, dups := w.Stats(); added != 100_000 || dups != 500 {
 		t.Fatalf("stats %d %d", added, dups)
+	}
+}
+
+// TestGenerationsByAge: a generation older than the window is dropped on
+// the next Add, so expired ids do not stay counted for long.
+func TestGenerationsByAge(t *testing.T) {
+	w := New(time.Minute, 1000)
+	w.Add([]byte("a"), 1, 0)
+	w.Add([]byte("b"), 2, int64(time.Minute)) // rotates: a is in prev
+	if _, ok := w.Lookup([]byte("a"), int64(time.Minute)); ok {
+		t.Fatal("a is past the window")
+	}
+	w.Add([]byte("c"), 3, 2*int64(time.Minute)) // rotates again: a is gone
+	if w.Len() != 2 {
+		t.Fatalf("Len %d, want 2 (b and c)", w.Len())
+	}
+	if pos, ok := w.Lookup([]byte("c"), 2*int64(time.Minute)+1); !ok || pos != 3 {
+		t.Fatal("c")
 	}
 }
 

@@ -246,15 +246,19 @@ func CheckHeaderKey(key string) error {
 }
 
 // checkValue reports whether v is valid UTF-8 without control characters
-// other than tab.
-func checkValue(v []byte) error {
-	if !utf8.Valid(v) {
-		return fmt.Errorf("%w: value is not valid UTF-8", ErrInvalidHeaders)
-	}
-	for i, c := range v {
+// other than tab. One pass over the bytes; utf8 is checked only when a
+// byte is not ASCII.
+func checkValue[T string | []byte](v T) error {
+	var hi byte
+	for i := 0; i < len(v); i++ {
+		c := v[i]
 		if (c < 0x20 && c != '\t') || c == 0x7f {
 			return fmt.Errorf("%w: value has control character 0x%02x at %d", ErrInvalidHeaders, c, i)
 		}
+		hi |= c
+	}
+	if hi >= 0x80 && !utf8.Valid([]byte(v)) {
+		return fmt.Errorf("%w: value is not valid UTF-8", ErrInvalidHeaders)
 	}
 	return nil
 }
@@ -273,7 +277,7 @@ func CheckHeaders(hs []HeaderField) error {
 		if err := CheckHeaderKey(h.Key); err != nil {
 			return err
 		}
-		if err := checkValue([]byte(h.Value)); err != nil {
+		if err := checkValue(h.Value); err != nil {
 			return fmt.Errorf("header %q: %w", h.Key, err)
 		}
 	}
