@@ -61,11 +61,14 @@ type Options struct {
 	ClockSkew time.Duration
 	// ReportInterval is how often the node gossips its load (0 = 1 s).
 	ReportInterval time.Duration
-	// NoS2 turns off the S2 compression of node links: by default a
-	// NODE_APPEND or NODE_FEED batch of at least 512 record bytes is sent
-	// as one S2 block when that saves at least an eighth (PROTOCOL.md
-	// 2.15). Every node accepts compressed batches either way.
-	NoS2 bool
+	// S2 turns on the S2 compression of the node links this node sends
+	// on: a NODE_APPEND or NODE_FEED batch of at least 512 record bytes is
+	// then sent as one S2 block when that saves at least an eighth
+	// (PROTOCOL.md 2.15). Every node accepts compressed batches either way.
+	// Off by default: on a LAN the CPU it costs outweighs the bytes it
+	// saves (BENCHMARKS.md); turn it on for links between regions or
+	// metered ones.
+	S2 bool
 }
 
 // downFor is how long a node whose link failed is kept out of placement
@@ -1120,7 +1123,7 @@ func (c *Cluster) Append(g role.Grant, count int, run []byte, done func(wire.Nod
 		a := wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch, Count: uint32(count)}
 		raw := wire.HeaderLen + wire.NodeAppendPrefixLen + len(run)
 		c.appendRaw.Add(uint64(raw))
-		if !c.opts.NoS2 && len(run) >= wire.DefaultS2Threshold {
+		if c.opts.S2 && len(run) >= wire.DefaultS2Threshold {
 			// Compressed in place: the header is written once the block's
 			// length is known.
 			start := len(dst)

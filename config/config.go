@@ -148,7 +148,7 @@ type clusterTab struct {
 	RPCTimeout      *Duration `toml:"rpc-timeout"`
 	ClockSkew       *Duration `toml:"clock-skew"`
 	ReportInterval  *Duration `toml:"report-interval"`
-	NoS2            *bool     `toml:"no-s2"`
+	S2              *bool     `toml:"s2"`
 }
 
 // MinClusterSecret is the shortest accepted cluster.secret, in bytes.
@@ -389,8 +389,8 @@ func (f *file) apply(dst *Serve) error {
 		setd(&d.RPCTimeout, c.RPCTimeout)
 		setd(&d.ClockSkew, c.ClockSkew)
 		setd(&d.ReportInterval, c.ReportInterval)
-		if c.NoS2 != nil {
-			d.NoS2 = *c.NoS2
+		if c.S2 != nil {
+			d.S2 = *c.S2
 		}
 	}
 	return nil
@@ -413,7 +413,7 @@ func Validate(s *Serve) error {
 		}{
 			{"advertise", c.Advertise != ""}, {"client-advertise", c.ClientAdvertise != ""}, {"join", len(c.Join) > 0},
 			{"capacity", c.Capacity != 0}, {"rpc-timeout", c.RPCTimeout != 0}, {"clock-skew", c.ClockSkew != 0},
-			{"report-interval", c.ReportInterval != 0}, {"no-s2", c.NoS2},
+			{"report-interval", c.ReportInterval != 0}, {"s2", c.S2},
 		} {
 			if k.set {
 				return keyErr("cluster."+k.key, "set without cluster.listen (--cluster-listen), which turns cluster mode on")
@@ -469,7 +469,7 @@ var fieldKeys = map[string]string{
 	"ChannelRules": "channel-rules", "Auth": "auth",
 	"Cluster": "cluster", "Advertise": "advertise", "ClientAdvertise": "client-advertise", "Join": "join",
 	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout", "ClockSkew": "clock-skew",
-	"ReportInterval": "report-interval", "NoS2": "no-s2",
+	"ReportInterval": "report-interval", "S2": "s2",
 }
 
 // fieldPart matches one element of an engine field path: a name and an

@@ -79,14 +79,14 @@ func (l *loop) checkExt(c *conn, h wire.Header, body []byte) bool {
 
 // Node links (PROTOCOL.md 2.15): NODE_APPEND (cluster.Append) and
 // NODE_FEED batches of at least s2Min record bytes go as one S2 block when
-// that saves an eighth, unless ClusterOptions.NoS2; the receiver inflates
+// that saves an eighth, when ClusterOptions.S2 is set; the receiver inflates
 // them after checking the declared length against the node body limit.
 
 // appendFeedS2 appends to c.scratch a compressed NODE_FEED of the run in
 // l.iov (nb bytes) and reports whether it did; when compression is off or
 // does not pay, nothing is appended.
 func (l *loop) appendFeedS2(c *conn, f wire.NodeFeed, stamps []int64, nb int) bool {
-	if l.srv.opts.Cluster == nil || l.srv.opts.Cluster.NoS2 || nb < s2Min {
+	if l.srv.opts.Cluster == nil || !l.srv.opts.Cluster.S2 || nb < s2Min {
 		return false
 	}
 	hdr := len(c.scratch)

@@ -32,11 +32,11 @@ func nodeBytes(nodes ...*Server) (sent, raw uint64) {
 
 // TestClusterNodeLinksCompressed: JSON-like batches cross the node link
 // S2-compressed (whichever of NODE_APPEND or NODE_FEED carries them) and
-// arrive intact, extended records included; with NoS2 they cross as they
+// arrive intact, extended records included; without ClusterOptions.S2 they cross as they
 // are.
 func TestClusterNodeLinksCompressed(t *testing.T) {
 	for _, noS2 := range []bool{false, true} {
-		a, b := startCluster2(t, func(o *Options) { o.LimitMsgs = 1000; o.LimitLife = time.Minute; o.Cluster.NoS2 = noS2 })
+		a, b := startCluster2(t, func(o *Options) { o.LimitMsgs = 1000; o.LimitLife = time.Minute; o.Cluster.S2 = !noS2 })
 		sub, _ := helloFeat(t, b.Addr(), wire.FeatureHeaders)
 		sub.subscribe(1, "nl", wire.StartLive, 0)
 		pub, _ := helloFeat(t, a.Addr(), wire.FeatureHeaders)
@@ -94,7 +94,7 @@ func BenchmarkCrossNode(b *testing.B) {
 				o.Logger = nil
 				o.LimitMsgs = 5000
 				o.LimitLife = 4 * time.Second
-				o.Cluster.NoS2 = mode.noS2
+				o.Cluster.S2 = !mode.noS2
 			})
 			ctx := context.Background()
 			subc, err := client.Dial(ctx, nb.Addr(), client.WithCompression(0))

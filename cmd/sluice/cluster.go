@@ -52,7 +52,7 @@ func bindClusterFlags(fs *flag.FlagSet, c *engine.ClusterOptions) {
 	fs.DurationVar(&c.RPCTimeout, "cluster-rpc-timeout", c.RPCTimeout, "bound on one node-to-node request, `DUR` (0 = 2s)")
 	fs.DurationVar(&c.ClockSkew, "cluster-clock-skew", c.ClockSkew, "largest clock difference assumed between nodes, `DUR` (0 = 1s)")
 	fs.DurationVar(&c.ReportInterval, "cluster-report-interval", c.ReportInterval, "how often the node gossips its load, `DUR` (0 = 1s)")
-	fs.BoolVar(&c.NoS2, "cluster-no-s2", c.NoS2, "send node-to-node batches uncompressed (by default a batch of 512 bytes or more goes S2-compressed when that saves an eighth)")
+	fs.BoolVar(&c.S2, "cluster-s2", c.S2, "S2-compress node-to-node batches of 512 bytes or more when that saves an eighth (for slow or metered links between nodes; it costs CPU)")
 }
 
 // addrList is a flag.Value for a comma-separated list of addresses. The
