@@ -63,7 +63,7 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 			return fmt.Errorf("WELCOME %+v does not announce the server's limits", w)
 		}
 		if w.Features != 0 {
-			return fmt.Errorf("WELCOME accepts features %#x no v1 server has", w.Features)
+			return fmt.Errorf("WELCOME accepts features %#x that were not offered", w.Features)
 		}
 		oc.maxBody = w.MaxBody
 	case wire.TypePubAck:

@@ -115,6 +115,13 @@ func (m *model) judge(h wire.Header, body []byte) {
 	case wire.TypePublish:
 		var name, payload []byte
 		if name, payload, err = wire.DecodePublish(body); err == nil {
+			if h.Flags&wire.FlagExt != 0 && len(payload) <= maxPayload {
+				// Sections 1.3 and 2.3: EXT without negotiated headers is
+				// malformed (the harness never offers FeatureHeaders; a
+				// payload over the limit is refused first).
+				m.fatal("PUBLISH with EXT", wire.CodeProtocolError)
+				return
+			}
 			e := expectation{id: h.ID, what: fmt.Sprintf("PUBLISH to %q", name)}
 			if wire.ValidChannel(name) != nil {
 				e.codes = append(e.codes, wire.CodeInvalidChannel)
