@@ -98,8 +98,9 @@ type Options struct {
 	// It is bounded by retention: the effective window is the smaller of
 	// DedupWindow and TTL (the ids live in the retained records).
 	DedupWindow time.Duration
-	// DedupIDs bounds the ids remembered per channel (about 64 bytes
-	// each); past it the oldest are forgotten first.
+	// DedupIDs bounds the ids remembered per channel (about 40 bytes
+	// each); every id of the window is kept while fewer than DedupIDs/2
+	// arrive within it, past that the older half is forgotten.
 	DedupIDs int
 
 	// OutboundLimit bounds the bytes waiting to be written to one

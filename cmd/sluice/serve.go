@@ -93,7 +93,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.DurationVar(&o.TTL, "ttl", o.TTL, "retention of a streamlet, `DUR`")
 	fs.Var(byteSize{&o.MaxRetained}, "max-retained", "message history this node keeps in memory, `BYTES`; past it the oldest closed streamlets expire early (0 = no bound)")
 	fs.DurationVar(&o.DedupWindow, "dedup-window", o.DedupWindow, "how long a message id is remembered for deduplication, `DUR` (at most --ttl is used)")
-	fs.IntVar(&o.DedupIDs, "dedup-ids", o.DedupIDs, "message ids remembered per channel, `N` (about 64 bytes each)")
+	fs.IntVar(&o.DedupIDs, "dedup-ids", o.DedupIDs, "message ids remembered per channel, `N` (about 40 bytes each; the newest N/2 at least are kept)")
 	fs.Var(byteSize{&o.MaxPayload}, "max-payload", "largest message payload, `BYTES`")
 	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "concurrent client connections, `N`")
 	fs.IntVar(&o.MaxConnsPerAddr, "max-conns-per-addr", o.MaxConnsPerAddr, "concurrent connections from one IP address, `N` (0 = unlimited)")
