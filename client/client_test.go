@@ -868,3 +868,30 @@ func TestReconnectGivesUpAfterAuthRefusals(t *testing.T) {
 	}
 	wantServerCode(t, err, wire.CodeUnauthenticated)
 }
+
+// TestPublishOutcomeUnknownCode: an ERROR OUTCOME_UNKNOWN answering a
+// PUBLISH is no refusal: the SDK reports ErrUnknownOutcome (with the
+// server's error reachable), while other codes stay definitive refusals.
+func TestPublishOutcomeUnknownCode(t *testing.T) {
+	f := newFakeServer(t)
+	c, fc := connect(t, f, testWelcome())
+	errs := make(chan error, 2)
+	for range 2 {
+		if err := c.PublishFunc(ctxT(t), "ch", []byte("x"), func(_ uint64, err error) { errs <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id1, _, _ := fc.expectPublish()
+	id2, _, _ := fc.expectPublish()
+	fc.write(wire.AppendError(nil, id1, wire.Error{Code: wire.CodeOutcomeUnknown, Text: "host failed"}))
+	fc.write(wire.AppendError(nil, id2, wire.Error{Code: wire.CodeUnavailable, Retriable: true}))
+	err := <-errs
+	if !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("OUTCOME_UNKNOWN: %v, want ErrUnknownOutcome", err)
+	}
+	wantServerCode(t, err, wire.CodeOutcomeUnknown)
+	if err = <-errs; errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("UNAVAILABLE reported as unknown outcome: %v", err)
+	}
+	wantServerCode(t, err, wire.CodeUnavailable)
+}

@@ -514,6 +514,8 @@ func (s *session) onError(id uint32, e wire.Error) error {
 	}
 	s.mu.Unlock()
 	switch {
+	case isPub && e.Code == wire.CodeOutcomeUnknown:
+		s.c.complete(pe, 0, unknownOutcome(serverErr("publish", e)))
 	case isPub:
 		s.c.complete(pe, 0, serverErr("publish", e))
 	case isReq && re.reply != nil:

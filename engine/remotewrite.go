@@ -203,11 +203,12 @@ func (lc *loopChan) appended(b *rbatch, g *role.Grant, res wire.NodeAppended, er
 	if err != nil {
 		// The host failed with the batch in flight: whether it was
 		// appended is unknown, so it is not resent (no duplicates); the
-		// publishers get UNAVAILABLE and the subscribers a GAP lost.
+		// publishers get OUTCOME_UNKNOWN (the SDK's ErrUnknownOutcome),
+		// never a refusal, which would say it was not stored.
 		if lc.rg == g {
 			lc.rg, lc.wAfter = nil, g.Streamlet
 		}
-		lc.failBatch(b, wire.CodeUnavailable, "outcome unknown: the streamlet's host failed: "+err.Error())
+		lc.failBatch(b, wire.CodeOutcomeUnknown, "the streamlet's host failed with the publish in flight: "+err.Error())
 		lc.pump()
 		return
 	}

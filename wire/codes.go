@@ -34,6 +34,7 @@ const (
 	CodeIdleTimeout          Code = 20 // fatal
 	CodeInternal             Code = 21 // retriable
 	CodeInvalidHeaders       Code = 22 // message headers or message id break the rules of PROTOCOL.md 2.14
+	CodeOutcomeUnknown       Code = 23 // a PUBLISH may or may not have been stored (its host failed with it in flight)
 )
 
 type codeInfo struct {
@@ -65,6 +66,7 @@ var codes = [...]codeInfo{
 	CodeIdleTimeout:          {"IDLE_TIMEOUT", true, false},
 	CodeInternal:             {"INTERNAL", false, true},
 	CodeInvalidHeaders:       {"INVALID_HEADERS", false, false},
+	CodeOutcomeUnknown:       {"OUTCOME_UNKNOWN", false, false},
 }
 
 func (c Code) info() (codeInfo, bool) {

@@ -476,8 +476,8 @@ func TestCodes(t *testing.T) {
 		13: {"FORBIDDEN", false, false}, 14: {"SLOW_CONSUMER", true, false}, 15: {"SHUTTING_DOWN", true, true},
 		16: {"UNAVAILABLE", false, true}, 17: {"RATE_LIMITED", false, true}, 18: {"INVALID_START", false, false},
 		19: {"HANDSHAKE_TIMEOUT", true, false}, 20: {"IDLE_TIMEOUT", true, false}, 21: {"INTERNAL", false, true},
-		22: {"INVALID_HEADERS", false, false},
-		0:  {"Code(0)", false, false}, 23: {"Code(23)", false, false}, 65535: {"Code(65535)", false, false},
+		22: {"INVALID_HEADERS", false, false}, 23: {"OUTCOME_UNKNOWN", false, false},
+		0: {"Code(0)", false, false}, 24: {"Code(24)", false, false}, 65535: {"Code(65535)", false, false},
 	}
 	for c, w := range want {
 		if c.String() != w.name || c.Fatal() != w.fatal || c.Retriable() != w.retriable {
