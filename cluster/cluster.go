@@ -110,6 +110,9 @@ type Gateway interface {
 	SetNodes(addrs []string)
 	// Conns reports the node's open connections (load report).
 	Conns() int
+	// CutOff: the node lost the majority of its cluster (quorum.go); the
+	// gateway sends its clients elsewhere.
+	CutOff()
 }
 
 // Config is what a Cluster is built from.
@@ -173,6 +176,19 @@ type Cluster struct {
 	iq       []interestReq
 	iwake    chan struct{} // the interest worker has work
 	interest map[string]*interestReg
+	// known is every member seen alive lately (quorum.go), guarded by
+	// mu; noQuorum is set while the node sees no majority of them.
+	known    map[string]int64
+	noQuorum atomic.Bool
+	// unreach marks the members whose link last failed, until a link to
+	// them is made again (guarded by mu): they do not count towards the
+	// quorum even while the membership sees them alive (a one-way
+	// partition: their gossip arrives, nothing else gets through).
+	unreach map[string]bool
+	// lastBeat is when the heartbeat last ran (its goroutine only);
+	// redialing is set while redial's dialer runs.
+	lastBeat  int64
+	redialing atomic.Bool
 }
 
 // interestReg is the interest of this node's loops in one channel: how
@@ -208,7 +224,8 @@ func New(cfg Config) *Cluster {
 	c := &Cluster{cfg: cfg, self: cfg.Self, opts: o, mgr: cfg.Manager, host: cfg.Host, gw: cfg.Gateway, log: cfg.Log,
 		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*Link),
 		dialing: make(map[string]*dial), changed: make(chan struct{}, 1), stop: make(chan struct{}),
-		interest: make(map[string]*interestReg), iwake: make(chan struct{}, 1)}
+		interest: make(map[string]*interestReg), iwake: make(chan struct{}, 1),
+		known: make(map[string]int64), unreach: make(map[string]bool)}
 	cfg.Manager.SetCluster(managerHooks{c})
 	c.startPool()
 	c.wg.Add(1)
@@ -236,8 +253,9 @@ func (c *Cluster) Start(clientAddr string) error {
 	}
 	c.ml.Store(ml)
 	c.refresh()
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.run()
+	go c.heartbeats()
 	c.log.Info("sluice cluster node", "node", c.self, "gossip", ml.Addr(), "client", c.clientAddr)
 	return nil
 }
@@ -305,6 +323,15 @@ func (c *Cluster) report(dt time.Duration) {
 func (c *Cluster) refresh() {
 	now := c.now().UnixNano()
 	seen := make(map[string]member)
+	var alive, left []string
+	for _, m := range c.ml.Load().All() {
+		switch m.State {
+		case membership.Alive:
+			alive = append(alive, m.Name)
+		case membership.Left:
+			left = append(left, m.Name)
+		}
+	}
 	for _, m := range c.ml.Load().Members() {
 		if m.State != membership.Alive {
 			continue
@@ -333,7 +360,14 @@ func (c *Cluster) refresh() {
 	}
 	c.members = seen
 	c.rebuildSnap()
+	forget := time.Duration(1<<63 - 1) // a node without quorum cannot tell who is gone
+	if c.quorumLocked() {
+		forget = forgetMember
+	}
+	updateKnown(c.known, alive, left, now, forget)
+	quorum := c.quorumLocked()
 	c.mu.Unlock()
+	c.setQuorum(quorum)
 	for _, name := range gone {
 		c.nodeGone(name)
 	}
@@ -514,7 +548,14 @@ func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // link returns an open link to node, dialing it when needed; nil when the
 // node is unknown, down or cannot be reached.
-func (c *Cluster) link(node string) *Link {
+func (c *Cluster) link(node string) *Link { return c.linkTo(node, false) }
+
+// linkTo is link; with force it dials even while node is marked down
+// (redial: the mark keeps a node out of routing and placement, not out of
+// reach), a link made clears the mark, and a failure changes nothing.
+// A link made to a node that was unreachable makes it count for the
+// quorum again at once.
+func (c *Cluster) linkTo(node string, force bool) *Link {
 	c.mu.Lock()
 	if l := c.links[node]; l != nil && !l.closed() {
 		c.mu.Unlock()
@@ -522,7 +563,7 @@ func (c *Cluster) link(node string) *Link {
 	}
 	m, ok := c.members[node]
 	_, down := c.down[node]
-	if !ok || down {
+	if !ok || (down && !force) {
 		c.mu.Unlock()
 		return nil
 	}
@@ -539,16 +580,29 @@ func (c *Cluster) link(node string) *Link {
 	l, err := c.dialLink(node, m.Client, c.rpcTimeout())
 	c.mu.Lock()
 	delete(c.dialing, node)
+	wasUnreach := false
 	if err == nil {
 		c.links[node] = l
+		wasUnreach = c.unreach[node]
+		delete(c.unreach, node)
+		if _, down := c.down[node]; down && force {
+			delete(c.down, node)
+			c.rebuildSnap()
+		}
 	}
 	c.mu.Unlock()
 	d.l = l // nil on failure; read by the waiters after done is closed
 	close(d.done)
 	if err != nil {
-		c.log.Warn("sluice cluster: peer unreachable", "node", node, "err", err)
-		c.markDown(node)
+		if !force {
+			c.log.Warn("sluice cluster: peer unreachable", "node", node, "err", err)
+			c.markDown(node)
+		}
 		return nil
+	}
+	if wasUnreach {
+		c.log.Info("sluice cluster: peer reachable again", "node", node)
+		c.poke() // the quorum may be back
 	}
 	return l
 }
@@ -607,10 +661,13 @@ func (c *Cluster) markDown(node string) {
 		return
 	}
 	c.mu.Lock()
-	_, already := c.down[node]
+	until, already := c.down[node]
+	already = already && until > c.now().UnixNano()
 	c.down[node] = c.now().Add(downFor).UnixNano()
+	c.unreach[node] = true
 	c.rebuildSnap()
 	c.mu.Unlock()
+	c.poke() // the quorum may be gone
 	if !already {
 		// Asynchronously: markDown runs inside failed calls, some made
 		// under a channel's lock that nodeGone takes. A goroutine of its
@@ -1180,6 +1237,7 @@ func (h managerHooks) ListAll(ch string) []role.Hosted  { return h.c.listAll(ch)
 func (h managerHooks) Notify(ch string, nodes []string) { h.c.notify(ch, nodes) }
 func (h managerHooks) Managed(ch string) bool           { return h.c.managed(ch) }
 func (h managerHooks) Skew() time.Duration              { return h.c.skew() }
+func (h managerHooks) Quorate() bool                    { return h.c.Quorate() }
 func (h managerHooks) Choose(ch string, seq uint64, load manager.Load, exclude []string) (string, bool) {
 	return h.c.choose(ch, seq, load, exclude)
 }

@@ -148,6 +148,7 @@ func (nopGateway) HostDown(string)                    {}
 func (nopGateway) Feed(wire.NodeFeed, []byte, []byte) {}
 func (nopGateway) SetNodes([]string)                  {}
 func (nopGateway) Conns() int                         { return 0 }
+func (nopGateway) CutOff()                            {}
 
 // TestShutdown_StopsEveryGoroutine: the pool's workers, the interest
 // worker and the pool's running calls end with Shutdown, and Go refuses

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -13,6 +14,11 @@ import (
 // ErrLinkDown: the connection to a peer node failed or was closed; the
 // outcome of requests in flight on it is unknown.
 var ErrLinkDown = errors.New("cluster: link to peer node down")
+
+// errCallTimeout: a peer did not answer one request in time; the link
+// itself is alive (its heartbeat says so) and the request's outcome is
+// unknown.
+var errCallTimeout = errors.New("cluster: peer request timed out")
 
 // errLinkBacklog: more than LinkBacklog bytes wait to be written to a peer.
 var errLinkBacklog = errors.New("cluster: link to peer node backlogged")
@@ -66,6 +72,10 @@ type Link struct {
 	nextID   uint32
 	calls    map[uint32]func(h wire.Header, body []byte, err error)
 	err      error // set once closed
+
+	// lastRecv is when a frame last arrived from the peer (unix ns, wall
+	// time; set by the loop, read by the heartbeat).
+	lastRecv atomic.Int64
 }
 
 // dialLink connects to node at addr (its client address), completes the
@@ -92,6 +102,7 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 	_ = c.SetDeadline(time.Time{})
 	l := &Link{cl: cl, node: node, sess: sess, ready: make(chan struct{}),
 		calls: make(map[uint32]func(wire.Header, []byte, error))}
+	l.lastRecv.Store(time.Now().UnixNano())
 	if err := cl.cfg.Transport.Enroll(c, l, deadline); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s: enroll: %v", ErrLinkDown, node, err)
@@ -194,14 +205,16 @@ func (l *Link) Drain(write func([]byte)) {
 }
 
 // call sends a NODE_REQUEST and waits for its answer (at most the
-// cluster's RPC timeout). The result is a copy.
+// cluster's callTimeout; a request that times out fails alone, the link
+// stays: the heartbeat judges the peer). The result is a copy.
 func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
 	type result struct {
 		b   []byte
 		err error
 	}
 	ch := make(chan result, 1)
-	err := l.queue(func(dst []byte, id uint32) []byte { return wire.AppendNodeRequest(dst, id, op, body) },
+	var reqID uint32
+	err := l.queue(func(dst []byte, id uint32) []byte { reqID = id; return wire.AppendNodeRequest(dst, id, op, body) },
 		func(h wire.Header, b []byte, err error) {
 			if err == nil && h.Type != wire.TypeNodeResponse {
 				err = fmt.Errorf("%w: %s answered %v to a request", ErrLinkDown, l.node, h.Type)
@@ -223,15 +236,18 @@ func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := time.NewTimer(l.cl.rpcTimeout())
+	t := time.NewTimer(l.cl.callTimeout())
 	defer t.Stop()
 	select {
 	case r := <-ch:
 		return r.b, r.err
 	case <-t.C:
-		err := fmt.Errorf("%w: %s: %v timed out", ErrLinkDown, l.node, op)
-		l.close(err) // an unanswered peer is treated as failed
-		return nil, err
+		l.mu.Lock()
+		if l.calls != nil {
+			delete(l.calls, reqID)
+		}
+		l.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s: %v not answered in %v", errCallTimeout, l.node, op, l.cl.callTimeout())
 	}
 }
 
@@ -249,6 +265,7 @@ func (l *Link) send(frame []byte) error {
 // Receive handles one frame from the peer (on the link's loop); an error
 // ends the link (the loop then closes the connection).
 func (l *Link) Receive(h wire.Header, body []byte) error {
+	l.lastRecv.Store(time.Now().UnixNano()) // wall time: the heartbeat's clock
 	switch h.Type {
 	case wire.TypeNodeResponse, wire.TypeNodeAppended:
 		l.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
@@ -141,6 +142,10 @@ type loopChan struct {
 	catchup   []*sub
 	nsubs     int
 	scheduled atomic.Bool
+	// progressPos and progressAt: where the live stream was when it last
+	// moved, and when (progress.go).
+	progressPos uint64
+	progressAt  int64
 
 	// pubMsgs and pubBytes count the publishes stored through this loop
 	// since the console last collected them (console.go).
@@ -271,6 +276,19 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 				}
 			} else if cur.s = l.srv.streamletFor(lc.name, ref); cur.s == nil {
 				continue // freed meanwhile: look again
+			} else if s := cur.s; s.CopyOf() != "" && !ref.Closed && !s.Buf().Sealed() && l.srv.cl != nil &&
+				copyStalled(time.Now().UnixNano(), s.LastFill(), s.First()+uint64(s.Buf().Len()), info.Next, l.srv.cl.StaleAfter()) {
+				// The manager reports records that this node's copy has
+				// not received for a while: its feed is dead.
+				l.srv.mirrors.end(s)
+				cur.s = nil
+				return readResult{}
+			} else if end, ok := copyShort(cur.s, ref); ok && cur.pos >= end {
+				// The host ended this node's copy short of the end its
+				// manager lists (it no longer holds the streamlet): the
+				// rest is not to be had.
+				cur.s = nil
+				return readResult{kind: readGap, gapTo: ref.End - 1, reason: wire.GapLost}
 			}
 		}
 		s := cur.s

@@ -468,6 +468,10 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	if !l.authenticate(c, h.ID, hello.Token) {
 		return
 	}
+	if cl := l.srv.cl; cl != nil && !cl.Quorate() {
+		c.sendError(h.ID, wire.CodeShuttingDown, "this node is cut off from the majority of its cluster: connect to another node")
+		return
+	}
 	c.hello = true
 	s, k := c.ownStart()
 	w := l.srv.welcomeNow()
@@ -627,7 +631,14 @@ func (l *loop) sweep() {
 	// While a console polls, a view keeps its uncollected publish counts
 	// until the next collection (console.go).
 	l.countPubs = l.now-l.srv.consoleLast.Load() < int64(consoleWindow)
+	var stale time.Duration
+	if l.srv.cl != nil {
+		stale = l.srv.cl.StaleAfter()
+	}
 	for name, lc := range l.chans {
+		if stale > 0 {
+			lc.checkProgress(l.now, stale)
+		}
 		if lc.nsubs == 0 && lc.pendingSubs == 0 && !lc.touched && !lc.remoteBusy() && !lc.granting &&
 			!lc.infoPending && lc.lastUse < idle && (lc.pubMsgs == 0 || !l.countPubs) {
 			if l.lastChan == lc {
@@ -668,6 +679,20 @@ func (l *loop) closeGracefully(c *conn) {
 }
 
 // goAway tells every connection that the server is shutting down.
+// goAwayCutOff sends every client GOAWAY UNAVAILABLE: the node lost the
+// majority of its cluster (quorum.go), so its clients resume elsewhere.
+func (l *loop) goAwayCutOff() {
+	for c := range l.conns {
+		if c.closing || c.closed || c.link != nil || c.peer != nil || !c.hello {
+			continue
+		}
+		s, k := c.ownStart()
+		c.scratch = wire.AppendGoAway(c.scratch, wire.GoAway{Code: wire.CodeUnavailable,
+			Text: "this node is cut off from the majority of its cluster"})
+		c.ownEnd(s, k)
+	}
+}
+
 func (l *loop) goAway() {
 	for c := range l.conns {
 		if c.closing || c.closed {

@@ -2,11 +2,32 @@ package engine
 
 import (
 	"sync"
+	"time"
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
+
+// reopenAfter is how long a broken copy waits before its streamlet is
+// read again from the host: readers that reach its end meanwhile wait,
+// and are woken when it is time.
+const reopenAfter = 250 * time.Millisecond
+
+// copyReopen decides what a reader does with the copy of a streamlet
+// that its manager lists as lost or not (lost), broken at brokenAt (0:
+// not broken), at now: read it again from its host (reopen), or wait
+// for the given time before asking again (wait > 0); neither means the
+// copy is used as it is.
+func copyReopen(now, brokenAt int64, lost bool) (reopen bool, wait time.Duration) {
+	switch {
+	case brokenAt == 0 || lost:
+		return false, 0 // healthy, or what it lacks is reported lost
+	case now-brokenAt >= int64(reopenAfter):
+		return true, 0
+	}
+	return false, time.Duration(brokenAt + int64(reopenAfter) - now)
+}
 
 // mirrorSet is a node's copies of remote streamlets, by streamlet id: the
 // one read stream per channel portion per gateway node that all of the
@@ -18,20 +39,57 @@ type mirrorSet struct {
 	srv *Server
 	mu  sync.Mutex
 	m   map[uint64]*host.Streamlet
+	// retry marks the copies whose readers are to be woken for a
+	// reopening (copyReopen).
+	retry map[uint64]bool
 }
 
 func newMirrorSet(srv *Server) *mirrorSet {
-	return &mirrorSet{srv: srv, m: make(map[uint64]*host.Streamlet)}
+	return &mirrorSet{srv: srv, m: make(map[uint64]*host.Streamlet), retry: make(map[uint64]bool)}
 }
 
 // get returns the copy of ref (a streamlet of channel on a peer), creating
 // it and asking the host to feed it from its first record.
+//
+// A copy whose feed broke (copyReopen) is replaced by a fresh one read
+// from the host's first record, unless the manager lists the streamlet as
+// lost; until it is time to, the broken copy is returned and the
+// channel's readers are woken when it is.
 func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet {
 	ms.mu.Lock()
 	s := ms.m[ref.ID]
-	if s != nil || ref.Lost {
+	var old *host.Streamlet
+	if s != nil {
+		reopen, wait := copyReopen(time.Now().UnixNano(), s.BrokenAt(), ref.Lost)
+		if wait > 0 && !ms.retry[ref.ID] {
+			ms.retry[ref.ID] = true
+			gw, id := ms.srv.gw, ref.ID
+			time.AfterFunc(wait, func() {
+				ms.mu.Lock()
+				delete(ms.retry, id)
+				ms.mu.Unlock()
+				gw.changed(channel)
+			})
+		}
+		if !reopen {
+			ms.mu.Unlock()
+			return s
+		}
+		old = s
+		delete(ms.m, ref.ID)
+	}
+	if ref.Lost {
 		ms.mu.Unlock()
-		return s
+		return nil
+	}
+	if old != nil {
+		ms.mu.Unlock()
+		ms.release(old)
+		ms.mu.Lock()
+		if s = ms.m[ref.ID]; s != nil { // another loop was quicker
+			ms.mu.Unlock()
+			return s
+		}
 	}
 	s = ms.srv.host.NewCopy(ref.ID, channel, ref.First, ms.srv.opts.limitsFor(channel), ref.Host)
 	ms.m[ref.ID] = s
@@ -73,9 +131,10 @@ func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
 	ms.srv.gw.wake(s.Channel())
 }
 
-// end seals a copy whose feed cannot continue and wakes its readers.
+// end seals a copy whose feed cannot continue (marking it broken) and
+// wakes its readers.
 func (ms *mirrorSet) end(s *host.Streamlet) {
-	s.End()
+	s.Break()
 	ms.srv.gw.changed(s.Channel())
 }
 
@@ -110,9 +169,14 @@ func (ms *mirrorSet) sweep(now int64) {
 	}
 	ms.mu.Unlock()
 	for _, s := range drop {
-		if s.Drop() {
-			ms.srv.cl.Unread(s.CopyOf(), s.ID())
-		}
+		ms.release(s)
+	}
+}
+
+// release frees a copy taken out of the map and stops its feed.
+func (ms *mirrorSet) release(s *host.Streamlet) {
+	if s.Drop() {
+		ms.srv.cl.Unread(s.CopyOf(), s.ID())
 	}
 }
 
@@ -135,4 +199,15 @@ func (ms *mirrorSet) drop(s *host.Streamlet) bool {
 	ms.mu.Unlock()
 	s.Drop()
 	return true
+}
+
+// copyShort reports whether s is a copy that its host ended (SEALED or
+// GONE, not a broken feed) before the end of the closed streamlet ref,
+// and where it ends.
+func copyShort(s *host.Streamlet, ref role.StreamletRef) (uint64, bool) {
+	if s.CopyOf() == "" || !ref.Closed || s.BrokenAt() != 0 || !s.Buf().Sealed() {
+		return 0, false
+	}
+	end := s.First() + uint64(s.Buf().Len())
+	return end, end < ref.End
 }

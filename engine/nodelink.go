@@ -127,3 +127,11 @@ func (g clusterGateway) Feed(f wire.NodeFeed, stamps, run []byte) {
 }
 func (g clusterGateway) SetNodes(addrs []string) { g.s.setNodes(addrs) }
 func (g clusterGateway) Conns() int              { return int(g.s.conns.Load()) }
+
+// CutOff sends every client connection GOAWAY: the node lost the
+// majority of its cluster (cluster/quorum.go).
+func (g clusterGateway) CutOff() {
+	for _, l := range g.s.loopList() {
+		l.execute(l.goAwayCutOff)
+	}
+}

@@ -66,6 +66,10 @@ type Streamlet struct {
 	// dd is the channel's dedup window, set (under mu) by the first append
 	// of a message with an id (dedup.go).
 	dd *chanWindow
+	// A copy's feed: brokenAt is when it ended other than by the host
+	// (Break: the link failed), lastFill when the copy was made or last
+	// filled (unix ns, wall time; 0 for hosted streamlets).
+	brokenAt, lastFill atomic.Int64
 }
 
 // ID returns the streamlet's id.
@@ -264,6 +268,7 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 // skipped; seal ends the copy. Wakers are not told: a copy's readers are
 // the gateway's, woken by it.
 func (s *Streamlet) Fill(start, count int, next func(i int) ([]byte, bool, int64), seal bool) {
+	s.lastFill.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.buf.Len()
@@ -290,6 +295,24 @@ func (s *Streamlet) End() {
 	s.sealLocked()
 	s.mu.Unlock()
 }
+
+// Break ends a copy whose feed broke (not ended by its host): if it was
+// still open, BrokenAt reports when from then on.
+func (s *Streamlet) Break() {
+	s.mu.Lock()
+	if !s.buf.Sealed() {
+		s.brokenAt.Store(time.Now().UnixNano())
+	}
+	s.sealLocked()
+	s.mu.Unlock()
+}
+
+// BrokenAt is when a copy's feed broke (Break; unix ns, wall time), 0 if
+// it did not.
+func (s *Streamlet) BrokenAt() int64 { return s.brokenAt.Load() }
+
+// LastFill is when a copy was made or last filled (unix ns, wall time).
+func (s *Streamlet) LastFill() int64 { return s.lastFill.Load() }
 
 // Drop seals and frees a copy; it reports whether it was still open.
 func (s *Streamlet) Drop() (wasOpen bool) {
@@ -411,6 +434,7 @@ func (h *Host) NewCopy(id uint64, channel string, first uint64, l role.Limits, c
 	s := &Streamlet{h: h, id: id, channel: channel, first: first, leaseEnd: math.MaxInt64,
 		buf: ringbuf.New(l.Msgs, l.Size), limitMsgs: l.Msgs, copyOf: copyOf}
 	s.buf.Account(&h.retained)
+	s.lastFill.Store(time.Now().UnixNano())
 	return s
 }
 

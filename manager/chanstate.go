@@ -36,6 +36,12 @@ type chanState struct {
 	// it and reader nodes can be told of new streamlets. nil until the
 	// first Interest.
 	rnodes map[string]int
+	// claimed is the id recorded as the successor of streamlet
+	// claimedAfter on its host but not opened yet (its opening failed):
+	// the next streamlet after claimedAfter gets that id, so that the
+	// host's compare-and-set accepts it again instead of taking this
+	// manager for another one.
+	claimed, claimedAfter uint64
 	// msgsPerSec is the channel's publish rate as measured over its last
 	// closed streamlet (channel-specific load for placement).
 	msgsPerSec, bytesPerSec float64
@@ -104,6 +110,19 @@ func (cs *chanState) addOpen(id uint64, host string, now int64) role.StreamletRe
 	cs.seq++
 	return ref
 }
+
+// successorID returns the id of the streamlet to open after streamlet
+// prev: the one claimed for it, or a fresh one from newID.
+func (cs *chanState) successorID(prev uint64, newID func() uint64) uint64 {
+	if cs.claimed != 0 && cs.claimedAfter == prev {
+		return cs.claimed
+	}
+	return newID()
+}
+
+// claim records that id was recorded as prev's successor (0, 0: nothing
+// is claimed).
+func (cs *chanState) claim(prev, id uint64) { cs.claimed, cs.claimedAfter = id, prev }
 
 // last returns the newest streamlet, if any.
 func (cs *chanState) last() (role.StreamletRef, bool) {

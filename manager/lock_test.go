@@ -52,6 +52,7 @@ func (c twoNodes) ListAll(string) []role.Hosted { return nil }
 func (c twoNodes) Notify(string, []string)      {}
 func (c twoNodes) Managed(string) bool          { return true }
 func (c twoNodes) Skew() time.Duration          { return time.Second }
+func (c twoNodes) Quorate() bool                { return true }
 
 // TestTick_SlowSealDoesNotBlockTheShard: while the lifecycle waits for a
 // remote host's Seal (a node that does not answer blocks it for the RPC
@@ -153,6 +154,7 @@ func (c slowHosting) ListAll(string) []role.Hosted { return nil }
 func (c slowHosting) Notify(string, []string)      {}
 func (c slowHosting) Managed(string) bool          { return true }
 func (c slowHosting) Skew() time.Duration          { return time.Second }
+func (c slowHosting) Quorate() bool                { return true }
 
 // TestWriteGrant_SlowHostDoesNotBlockTheShard: a WriteGrant waiting for a
 // remote host to host its streamlet holds only its own channel: the

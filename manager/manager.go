@@ -10,6 +10,7 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,9 @@ type Config struct {
 	Limits func(channel string) role.Limits
 	// Clock is the time source of every decision.
 	Clock func() time.Time
+	// Log, if set, logs the cluster decisions (rebuilds, a successor
+	// taken by another manager).
+	Log *slog.Logger
 }
 
 // Cluster is what a manager needs from the cluster (package cluster).
@@ -86,7 +90,15 @@ type Cluster interface {
 	Managed(channel string) bool
 	// Skew is the clock skew allowed between nodes.
 	Skew() time.Duration
+	// Quorate reports whether this node sees a majority of the cluster
+	// (package cluster, quorum.go); without it the manager grants
+	// nothing.
+	Quorate() bool
 }
+
+// ErrNoQuorum: this node sees no majority of its cluster, so it grants
+// nothing (package cluster, quorum.go).
+var ErrNoQuorum = errors.New("manager: this node is cut off from the majority of its cluster")
 
 // Load is a channel's own load as its manager measures it.
 type Load struct {
@@ -194,7 +206,12 @@ func (m *Manager) rebuild(name string, create bool) *chanState {
 		}
 		h.Sealed, h.Len = true, uint32(end-h.First)
 	}
-	return rebuildState(m.now(), m.cfg.Limits(name), hs, m.cl.Skew())
+	cs := rebuildState(m.now(), m.cfg.Limits(name), hs, m.cl.Skew())
+	if create && m.cfg.Log != nil {
+		m.cfg.Log.Info("sluice cluster: channel rebuilt from its hosts", "channel", name, "found", len(hs),
+			"epoch", cs.epoch, "next", cs.next, "streamlets", len(cs.list))
+	}
+	return cs
 }
 
 // lockLive returns the channel locked, retrying if it was dropped between
@@ -266,6 +283,48 @@ func (m *Manager) forget(mc *mchan) {
 func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 	mc := m.lockLive(channel, true)
 	defer mc.mu.Unlock()
+	g, err := m.writeGrant(mc, channel, after)
+	if errors.Is(err, role.ErrSuccessorTaken) {
+		// Another manager continued the channel: this one's list is
+		// stale. It is rebuilt from the hosts now, keeping who reads the
+		// channel (the gateways registered their interest with this
+		// node, and would not hear of the new list otherwise), and the
+		// grant is tried once more on the new list.
+		m.rebuildInPlace(mc, channel)
+		g, err = m.writeGrant(mc, channel, after)
+	}
+	if errors.Is(err, role.ErrSuccessorTaken) {
+		mc.unmanaged = true // stale again: the next call rebuilds
+		return role.Grant{}, fmt.Errorf("%w: %q: %v", role.ErrChannelMoved, channel, err)
+	}
+	return g, err
+}
+
+// rebuildInPlace replaces mc's state by one rebuilt from the hosts,
+// keeping its readers, and tells the reader nodes; mc.mu is held.
+func (m *Manager) rebuildInPlace(mc *mchan, channel string) {
+	old := mc.st
+	st := m.rebuild(channel, true)
+	st.rnodes, st.readers = old.rnodes, old.readers
+	if len(st.list) == 0 {
+		st.epoch, st.next = max(st.epoch, old.epoch), max(st.next, old.next)
+	}
+	mc.st = st
+	if m.cfg.Log != nil {
+		m.cfg.Log.Warn("sluice cluster: another manager continued the channel; rebuilt it", "channel", channel, "next", st.next)
+	}
+	if len(st.rnodes) > 0 {
+		m.cl.Notify(channel, readerNodes(st))
+	}
+}
+
+// writeGrant is WriteGrant on the locked channel mc. It fails with an
+// error matching role.ErrSuccessorTaken when the channel's last
+// streamlet names a successor this manager did not claim.
+func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Grant, error) {
+	if m.cl != nil && !m.cl.Quorate() {
+		return role.Grant{}, fmt.Errorf("%w: no write grant for %q", ErrNoQuorum, channel)
+	}
 	now := m.now().UnixNano()
 	cs := mc.st
 	cs.lastUse = now
@@ -291,17 +350,21 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 			exclude = append(exclude, node)
 			continue
 		}
-		id := m.cfg.NewID()
-		if prev, ok := cs.last(); ok && m.cl != nil && prev.ID != 0 && !prev.Lost {
+		prev, hasPrev := cs.last()
+		id := cs.successorID(prev.ID, m.cfg.NewID)
+		if hasPrev && m.cl != nil && prev.ID != 0 && !prev.Lost {
 			// Record the successor before opening it, as a compare-and-
 			// set on the predecessor's host (DESIGN.md, "Positions are
-			// never reused"); the predecessor may be gone.
+			// never reused"); the predecessor may be gone. The id is
+			// claimed until it is opened: a retry (another host, or a
+			// later grant after this one failed) records the same id,
+			// which the host accepts again.
 			if ph := m.hostOf(prev.Host); ph != nil {
 				if _, err := ph.Seal(prev.ID, id, node); errors.Is(err, role.ErrSuccessorTaken) {
-					mc.unmanaged = true // stale: the next call rebuilds
-					return role.Grant{}, fmt.Errorf("%w: %q: %v", role.ErrChannelMoved, channel, err)
+					return role.Grant{}, err
 				}
 			}
+			cs.claim(prev.ID, id)
 		}
 		ref := cs.addOpen(id, node, now)
 		g := cs.grantFor(channel, ref)
@@ -310,6 +373,7 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 			exclude = append(exclude, node)
 			continue
 		}
+		cs.claim(0, 0)
 		if m.cl != nil && len(cs.rnodes) > 0 {
 			m.cl.Notify(channel, readerNodes(cs))
 		}
@@ -596,6 +660,23 @@ func (m *Manager) bury(name string, t tombstone) {
 		m.tombOrder = append(m.tombOrder, name)
 	}
 	m.tombs[name] = t
+}
+
+// ForgetAll drops every managed channel without freeing anything (the
+// node lost or regained its quorum, package cluster): the next use
+// rebuilds each from its hosts.
+func (m *Manager) ForgetAll() {
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for name, mc := range sh.m {
+			mc.mu.Lock()
+			mc.dead = true
+			mc.mu.Unlock()
+			delete(sh.m, name)
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // Channels reports how many channels are managed (for metrics and load).

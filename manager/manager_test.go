@@ -12,7 +12,10 @@ import (
 // oneHost is a Cluster whose only node is the shared host h: two managers
 // over it act like two nodes that both believe they manage a channel (a
 // split brain), without sockets.
-type oneHost struct{ h *host.Host }
+type oneHost struct {
+	h      *host.Host
+	cutOff *bool // when set and true, the node has no quorum
+}
 
 func (o oneHost) HostOf(string) role.Host { return o.h }
 func (o oneHost) Choose(string, uint64, Load, []string) (string, bool) {
@@ -22,6 +25,7 @@ func (o oneHost) ListAll(ch string) []role.Hosted { hs, _ := o.h.List(ch); retur
 func (o oneHost) Notify(string, []string)         {}
 func (o oneHost) Managed(string) bool             { return true }
 func (o oneHost) Skew() time.Duration             { return time.Second }
+func (o oneHost) Quorate() bool                   { return o.cutOff == nil || !*o.cutOff }
 
 // testConfig is a manager's configuration over host h with fixed limits
 // and clock.
@@ -36,8 +40,8 @@ func TestSplitBrainManagersNeverReusePositions(t *testing.T) {
 	h := host.New("h", clock)
 	m1 := New(testConfig(h, clock))
 	m2 := New(testConfig(h, clock))
-	m1.SetCluster(oneHost{h})
-	m2.SetCluster(oneHost{h})
+	m1.SetCluster(oneHost{h: h})
+	m2.SetCluster(oneHost{h: h})
 	const ch = "split"
 
 	g1, err := m1.WriteGrant(ch, 0)
@@ -54,22 +58,77 @@ func TestSplitBrainManagersNeverReusePositions(t *testing.T) {
 	if err != nil || g2.Streamlet != g1.Streamlet {
 		t.Fatalf("takeover granted %+v, %v; want the open streamlet %d", g2, err, g1.Streamlet)
 	}
+	m2.Interest(ch, "reader-node", 1)
 	// Both rotate it. The first records its successor; the second finds
-	// the successor taken and must not open a streamlet at the same place.
+	// the successor taken and must not open a streamlet at the same place:
+	// it rebuilds its state from the host, keeping its readers, and
+	// continues in m1's successor instead of beside it.
 	n1, err := m1.WriteGrant(ch, g1.Streamlet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m2.WriteGrant(ch, g1.Streamlet); !errors.Is(err, role.ErrChannelMoved) {
-		t.Fatalf("second rotation: %v, want ErrChannelMoved", err)
-	}
-	// Asking again rebuilds m2's state from the host: it continues in
-	// m1's successor instead of beside it.
-	n2, err := m2.WriteGrant(ch, 0)
+	n2, err := m2.WriteGrant(ch, g1.Streamlet)
 	if err != nil || n2.Streamlet != n1.Streamlet || n2.First != n1.First {
 		t.Fatalf("after the rebuild m2 granted %+v, %v; want m1's %+v", n2, err, n1)
 	}
+	mc := m2.lockLive(ch, false)
+	readers := mc.st.rnodes["reader-node"]
+	mc.mu.Unlock()
+	if readers != 1 {
+		t.Fatalf("the rebuilt state has %d readers on reader-node, want the 1 registered before", readers)
+	}
 	if n1.First != g1.First+3 {
 		t.Fatalf("successor starts at %d, want %d", n1.First, g1.First+3)
+	}
+}
+
+// TestNoQuorumNoGrant: a manager whose node sees no majority of its
+// cluster grants nothing, not even the open streamlet, and grants again
+// once the majority is back.
+func TestNoQuorumNoGrant(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	h := host.New("h", clock)
+	m := New(testConfig(h, clock))
+	cut := false
+	m.SetCluster(oneHost{h: h, cutOff: &cut})
+	g, err := m.WriteGrant("q", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut = true
+	if _, err := m.WriteGrant("q", 0); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("without quorum: %v, want ErrNoQuorum", err)
+	}
+	if _, err := m.WriteGrant("other", 0); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("new channel without quorum: %v, want ErrNoQuorum", err)
+	}
+	cut = false
+	if g2, err := m.WriteGrant("q", 0); err != nil || g2.Streamlet != g.Streamlet {
+		t.Fatalf("quorum back: %+v, %v; want the open streamlet %d", g2, err, g.Streamlet)
+	}
+}
+
+// TestSuccessorClaim: the id recorded as a streamlet's successor is used
+// again for the next streamlet after it until one is opened, so that the
+// host's compare-and-set accepts the retry instead of reporting another
+// manager.
+func TestSuccessorClaim(t *testing.T) {
+	var cs chanState
+	n := uint64(100)
+	fresh := func() uint64 { n++; return n }
+	if id := cs.successorID(7, fresh); id != 101 {
+		t.Fatalf("first id %d", id)
+	}
+	cs.claim(7, 101)
+	if id := cs.successorID(7, fresh); id != 101 {
+		t.Fatalf("after a claim: %d, want the claimed 101", id)
+	}
+	if id := cs.successorID(8, fresh); id != 102 {
+		t.Fatalf("another predecessor: %d, want a fresh id", id)
+	}
+	cs.claim(0, 0)
+	if id := cs.successorID(7, fresh); id != 103 {
+		t.Fatalf("claim cleared: %d, want a fresh id", id)
 	}
 }

@@ -311,6 +311,7 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		for _, ex := range res.Examples {
 			t.Logf("  %s", ex)
 		}
+		probeSilent(ctx, t, tp, all, subs)
 		t.Errorf("%s: silent %d, late %d, duplicates %d, out of order %d, mismatch %d, double acks %d, refused yet delivered %d",
 			fc.name, res.Silent, res.Late, res.Duplicates, res.OutOfOrder, res.Mismatch, res.DoubleAcks, res.RefusedDelivered)
 	}
@@ -318,4 +319,56 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		t.Errorf("%s: nothing delivered", fc.name)
 	}
 	return res
+}
+
+// probeSilent is a diagnosis for a failed case: for the first silent
+// position of each subscription that has one, a fresh subscription from
+// there on every node says whether the message can be read at all (a
+// stuck reader) or not (lost or never reachable).
+func probeSilent(ctx context.Context, t *testing.T, tp *topo, all []Publish, subs []*subscription) {
+	done := map[string]bool{}
+	for _, s := range subs {
+		sn, _ := s.snapshot()
+		r := Account(all, []Sub{sn}, bound)
+		if r.Silent == 0 || done[s.channel] {
+			continue
+		}
+		done[s.channel] = true
+		var first uint64
+		for _, p := range all {
+			if p.Channel == s.channel && p.Outcome == Acked && p.Pos >= s.from && (first == 0 || p.Pos < first) {
+				covered := false
+				for _, ev := range sn.Events {
+					covered = covered || (ev.Kind == Message && ev.Pos == p.Pos) || (ev.Kind == Gap && ev.From <= p.Pos && p.Pos <= ev.To)
+				}
+				if !covered {
+					first = p.Pos
+				}
+			}
+		}
+		for _, n := range tp.nodes {
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			conn, err := client.Dial(pctx, n.client(), client.WithReconnect(false))
+			if err != nil {
+				t.Logf("probe %s on %s: %v", s.channel, n.name, err)
+				cancel()
+				continue
+			}
+			sub, err := conn.Subscribe(pctx, s.channel, client.FromPosition(first))
+			msgs, gaps, last := 0, 0, uint64(0)
+			for err == nil {
+				var ev client.Event
+				if ev, err = sub.Next(pctx); err == nil {
+					if ev.Kind == client.KindMessage {
+						msgs, last = msgs+1, ev.Position
+					} else if ev.Kind == client.KindGap {
+						gaps, last = gaps+1, ev.Gap.To
+					}
+				}
+			}
+			t.Logf("probe %s on %s from %d: %d messages, %d gaps, up to %d, then %v", s.channel, n.name, first, msgs, gaps, last, err)
+			conn.Close()
+			cancel()
+		}
+	}
 }

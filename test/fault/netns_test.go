@@ -40,6 +40,11 @@ const (
 
 var namePrefix = "sf" + strconv.Itoa(os.Getpid())
 
+// topoCount numbers the topologies of this process: a namespace's veth
+// pair vanishes asynchronously after the namespace is deleted, so each
+// case uses names of its own.
+var topoCount int
+
 // node is one `sluice serve` in its own network namespace.
 type node struct {
 	name   string // "a", "b", ...
@@ -140,14 +145,16 @@ func pickSubnet(t *testing.T) string {
 // node's log.
 func newTopo(t *testing.T, bin string, n int, extra ...string) *topo {
 	sweepStale()
-	tp := &topo{t: t, bin: bin, dir: t.TempDir(), bridge: namePrefix + "br", subnet: pickSubnet(t), extra: extra}
+	topoCount++
+	prefix := fmt.Sprintf("%sc%d", namePrefix, topoCount%10)
+	tp := &topo{t: t, bin: bin, dir: t.TempDir(), bridge: prefix + "br", subnet: pickSubnet(t), extra: extra}
 	t.Cleanup(tp.cleanup)
 	run(t, "ip", "link", "add", tp.bridge, "type", "bridge")
 	run(t, "ip", "addr", "add", tp.subnet+".254/24", "dev", tp.bridge)
 	run(t, "ip", "link", "set", tp.bridge, "up")
 	for i := 0; i < n; i++ {
-		nd := &node{name: string(rune('a' + i)), ns: fmt.Sprintf("%sn%d", namePrefix, i),
-			veth: fmt.Sprintf("%sv%d", namePrefix, i), ip: fmt.Sprintf("%s.%d", tp.subnet, i+1)}
+		nd := &node{name: string(rune('a' + i)), ns: fmt.Sprintf("%sn%d", prefix, i),
+			veth: fmt.Sprintf("%sv%d", prefix, i), ip: fmt.Sprintf("%s.%d", tp.subnet, i+1)}
 		nd.log = filepath.Join(tp.dir, nd.name+".log")
 		tp.nodes = append(tp.nodes, nd)
 		run(t, "ip", "netns", "add", nd.ns)
@@ -177,6 +184,7 @@ func (tp *topo) cleanup() {
 		}
 	}
 	for _, n := range tp.nodes {
+		runQuiet("ip", "link", "del", n.veth) // both ends of the pair
 		runQuiet("ip", "netns", "del", n.ns)
 	}
 	runQuiet("ip", "link", "del", tp.bridge)
