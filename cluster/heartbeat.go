@@ -9,7 +9,7 @@ import (
 
 // Link heartbeats. Every outbound link sends a PING each heartbeat
 // interval (a quarter of the RPC timeout); the peer answers PONG (9.2).
-// A link on which nothing at all arrived for a whole RPC timeout is dead:
+// A link on which nothing at all arrived for two RPC timeouts is dead:
 // it is closed, which fails everything in flight on it (NODE_APPENDs and
 // requests alike) and marks the peer down, so that the channels this node
 // manages lose the peer's streamlets and this node's copies fed by it end
@@ -34,6 +34,11 @@ func (c *Cluster) callTimeout() time.Duration { return 3 * c.rpcTimeout() }
 // it asks its channel's manager again (two RPC timeouts; package engine,
 // progress.go).
 func (c *Cluster) StaleAfter() time.Duration { return 2 * c.rpcTimeout() }
+
+// silenceLimit is how long a link may receive nothing before it is
+// dead: two RPC timeouts (a peer's PONG waits behind everything its loop
+// has to do, and so does this node's reading of it).
+func (c *Cluster) silenceLimit() time.Duration { return 2 * c.rpcTimeout() }
 
 // linkDead is the heartbeat's verdict on a link at now (unix ns): dead
 // when nothing arrived from the peer since lastRecv for longer than
@@ -79,7 +84,7 @@ func (c *Cluster) heartbeat(now time.Time) {
 		links = append(links, l)
 	}
 	c.mu.RUnlock()
-	timeout := c.rpcTimeout()
+	timeout := c.silenceLimit()
 	for _, l := range links {
 		if l.closed() {
 			continue
@@ -95,7 +100,7 @@ func (c *Cluster) heartbeat(now time.Time) {
 }
 
 // redial dials, in the background and one at a time, the alive members
-// that this node could not reach, once their down time is over.
+// that this node could not reach.
 func (c *Cluster) redial() {
 	if !c.redialing.CompareAndSwap(false, true) {
 		return
@@ -103,7 +108,7 @@ func (c *Cluster) redial() {
 	c.mu.RLock()
 	var todo []string
 	for name := range c.members {
-		if _, down := c.down[name]; !down && name != c.self && c.unreach[name] {
+		if name != c.self && c.unreach[name] {
 			todo = append(todo, name)
 		}
 	}
@@ -112,7 +117,9 @@ func (c *Cluster) redial() {
 		c.redialing.Store(false)
 		return
 	}
+	c.wg.Add(1)
 	go func() {
+		defer c.wg.Done()
 		defer c.redialing.Store(false)
 		for _, name := range todo {
 			select {

@@ -38,7 +38,10 @@ type conn struct {
 	// lingerEnd (unix ns; loop.closeGracefully).
 	halfClosed bool
 	lingerEnd  int64
-	refused    bool // refused at open and counted in Server.lingering
+	// sentAway: GOAWAY was sent because this node cannot serve one of
+	// the connection's channels (progress.go).
+	sentAway bool
+	refused  bool // refused at open and counted in Server.lingering
 	// partialSince is when the first byte of the frame (or record) still
 	// incomplete in the input came (unix ns; 0 = none): FrameTimeout.
 	partialSince int64

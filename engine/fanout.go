@@ -146,6 +146,9 @@ type loopChan struct {
 	// moved, and when (progress.go).
 	progressPos uint64
 	progressAt  int64
+	// blockedSince: the live stream waits for a copy whose feed broke
+	// and that its host cannot give (progress.go); 0 otherwise.
+	blockedSince int64
 
 	// pubMsgs and pubBytes count the publishes stored through this loop
 	// since the console last collected them (console.go).
@@ -311,6 +314,9 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 		}
 		s.Buf().Release()
 		if sealed && from >= n {
+			if s.BrokenAt() != 0 && cur == &lc.live {
+				lc.blockedOnCopy(l.now) // its feed broke (progress.go)
+			}
 			cur.s = nil // continue in the next streamlet
 			continue
 		}

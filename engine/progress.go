@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
 
 // Progress checks of a gateway's read streams (cluster). A live read
 // stream that has not advanced for cluster.StaleAfter looks its channel up again
@@ -26,12 +30,30 @@ func copyStalled(now, lastFeed int64, copyEnd, next uint64, stale time.Duration)
 	return copyEnd < next && now-lastFeed >= int64(stale)
 }
 
+// sendAway reports whether the live subscribers of a stream that has
+// waited since blockedSince (unix ns, 0: not blocked) for a copy this
+// node cannot get from its host (the manager does not list it lost) are
+// to be sent to another node at now: after two stale periods, so that a
+// host merely restarting its link is waited for.
+func sendAway(now, blockedSince int64, stale time.Duration) bool {
+	return blockedSince != 0 && now-blockedSince >= 2*int64(stale)
+}
+
 // checkProgress runs the progress check of lc's live read stream at now
-// (the loop's sweep; cluster only).
+// (the loop's sweep; cluster only). A stream blocked on a copy that this
+// node cannot get (a reader node cut off from a host its manager still
+// reaches) sends its connections GOAWAY, so that their subscriptions
+// resume on a node that reaches the host.
 func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
 	if lc.nsubs == 0 || lc.live.pos != lc.progressPos {
-		lc.progressPos, lc.progressAt = lc.live.pos, now
+		lc.progressPos, lc.progressAt, lc.blockedSince = lc.live.pos, now, 0
 		return
+	}
+	if sendAway(now, lc.blockedSince, stale) {
+		lc.blockedSince = 0
+		for _, s := range lc.liveSubs {
+			s.c.goAwayUnreachable(lc.name)
+		}
 	}
 	if !readerStalled(now, lc.progressAt, stale) || lc.infoPending {
 		return
@@ -40,4 +62,28 @@ func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
 	lc.infoValid = false // ask the manager again
 	lc.live.s = nil      // and resolve the position from its answer
 	lc.deliver()
+}
+
+// blockedOnCopy records that the live stream waits for a broken copy
+// (read, on the loop).
+func (lc *loopChan) blockedOnCopy(now int64) {
+	if lc.blockedSince == 0 {
+		lc.blockedSince = now
+	}
+}
+
+// goAwayUnreachable sends c GOAWAY UNAVAILABLE once: this node cannot
+// read channel's history from its host, so c's subscriptions are to
+// resume on another node.
+func (c *conn) goAwayUnreachable(channel string) {
+	if c.closing || c.closed || c.sentAway {
+		return
+	}
+	c.sentAway = true
+	c.l.srv.log.Warn("sluice cluster: sending a client elsewhere: this node cannot reach the host of a channel it reads",
+		"channel", channel)
+	s, k := c.ownStart()
+	c.scratch = wire.AppendGoAway(c.scratch, wire.GoAway{Code: wire.CodeUnavailable,
+		Text: "this node cannot reach the node that holds " + channel + ": resume elsewhere"})
+	c.ownEnd(s, k)
 }

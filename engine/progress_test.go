@@ -56,3 +56,15 @@ func TestCopyReopen(t *testing.T) {
 		}
 	}
 }
+
+func TestSendAway(t *testing.T) {
+	const s = int64(time.Second)
+	for _, tc := range []struct {
+		now, since int64
+		want       bool
+	}{{10 * s, 0, false}, {10 * s, 7 * s, false}, {10 * s, 6 * s, true}, {10 * s, 1 * s, true}} {
+		if got := sendAway(tc.now, tc.since, 2*time.Second); got != tc.want {
+			t.Errorf("sendAway(%d, %d) = %v, want %v", tc.now, tc.since, got, tc.want)
+		}
+	}
+}

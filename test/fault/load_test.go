@@ -196,9 +196,10 @@ type faultCase struct {
 // Timing of every case. bound is the promise under test: every
 // subscriber receives each acknowledged message, or a GAP covering it,
 // within bound of the acknowledgement: the SDK's dead-connection
-// detection (2 x the 1 s ping interval), membership failure detection
-// (about 2 s), one RPC timeout (1 s), and a few seconds of slack for
-// reconnecting and resolving again. A fault shorter than the detection
+// detection (2 x the 1 s ping interval), the node link heartbeat (2 RPC
+// timeouts of 1 s) or membership failure detection (about 2 s), one RPC
+// timeout, and a few seconds of slack for reconnecting and resolving
+// again. A fault shorter than the detection
 // adds at most its own length.
 const (
 	warmFor   = 3 * time.Second

@@ -322,15 +322,15 @@ func (tp *topo) cut(n *node) { run(tp.t, "ip", "link", "set", n.veth, "down") }
 // heal brings it back.
 func (tp *topo) heal(n *node) { run(tp.t, "ip", "link", "set", n.veth, "up") }
 
-// dropToPeers makes node n's packets to its peers vanish (nftables in
-// n's namespace), while its packets to the clients (the bridge address)
+// dropToPeers makes node n's packets to its peers (or only to those in
+// only) vanish (nftables in n's namespace), while its packets to the clients (the bridge address)
 // and everything it receives still pass: a one-way partition. It returns
 // the function that removes the rule.
-func (tp *topo) dropToPeers(n *node) func() {
+func (tp *topo) dropToPeers(n *node, only ...*node) func() {
 	t := tp.t
 	var peers []string
 	for _, p := range tp.nodes {
-		if p != n {
+		if p != n && (len(only) == 0 || contains(only, p)) {
 			peers = append(peers, p.ip)
 		}
 	}
@@ -369,4 +369,13 @@ func managedBy(t *testing.T, prefix string, n int, names []string, managers ...s
 		t.Fatalf("not %d channels managed by %v", n, managers)
 	}
 	return out
+}
+
+func contains(ns []*node, n *node) bool {
+	for _, x := range ns {
+		if x == n {
+			return true
+		}
+	}
+	return false
 }

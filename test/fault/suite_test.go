@@ -50,6 +50,7 @@ func TestFault(t *testing.T) {
 	bin := buildSluice(t)
 	ab := func(t *testing.T, names []string) []string { return managedBy(t, "fault.ab", nchans, names, "a", "b") }
 	byC := func(t *testing.T, names []string) []string { return managedBy(t, "fault.c", nchans, names, "c") }
+	byA := func(t *testing.T, names []string) []string { return managedBy(t, "fault.a", nchans, names, "a") }
 	every := func(t *testing.T, names []string) []string {
 		return managedBy(t, "fault.all", nchans, names, "a", "b", "c")
 	}
@@ -83,6 +84,16 @@ func TestFault(t *testing.T) {
 			defer undo()
 			time.Sleep(faultFor)
 		}},
+		// c's packets to b are dropped: c, a reader node, cannot reach b,
+		// a host, while the manager a reaches both. c's subscribers of
+		// streamlets on b are sent to another node.
+		// The cut lasts longer than the bound: waiting for the heal would
+		// not do.
+		{name: "reader-cut-from-host", chans: byA, pubs: []int{0, 1}, subs: []int{0, 2}, fault: func(tp *topo) {
+			undo := tp.dropToPeers(tp.nodes[2], tp.nodes[1])
+			defer undo()
+			time.Sleep(bound + 4*time.Second)
+		}},
 		// c cut off, then a killed (-9) while c is away; c healed and a
 		// restarted.
 		{name: "kill-during-partition", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: func(tp *topo) {
@@ -103,9 +114,9 @@ func TestFault(t *testing.T) {
 			continue
 		}
 		t.Run(fc.name, func(t *testing.T) {
-			if fc.name == "one-way" {
+			if fc.name == "one-way" || fc.name == "reader-cut-from-host" {
 				if _, err := exec.LookPath("nft"); err != nil {
-					t.Skip("one-way partition: needs nft (nftables)")
+					t.Skip(fc.name + ": needs nft (nftables)")
 				}
 			}
 			runCase(t, bin, fc)
