@@ -180,6 +180,10 @@ type Cluster struct {
 	// mu; noQuorum is set while the node sees no majority of them.
 	known    map[string]int64
 	noQuorum atomic.Bool
+	// noQuorumSince is when the quorum was lost (unix ns, wall time; 0
+	// with quorum); away is set once the clients were sent away.
+	noQuorumSince atomic.Int64
+	away          atomic.Bool
 	// unreach marks the members whose link last failed, until a link to
 	// them is made again (guarded by mu): they do not count towards the
 	// quorum even while the membership sees them alive (a one-way

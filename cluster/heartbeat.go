@@ -78,6 +78,7 @@ func (c *Cluster) heartbeat(now time.Time) {
 	paused := heartbeatPaused(now.UnixNano(), c.lastBeat, c.rpcTimeout())
 	c.lastBeat = now.UnixNano()
 	c.redial()
+	c.checkAway(now)
 	c.mu.RLock()
 	links := make([]*Link, 0, len(c.links))
 	for _, l := range c.links {

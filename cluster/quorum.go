@@ -8,8 +8,9 @@ import "time"
 // seen alive in the last forgetMember, except those that left gracefully
 // (a drained node leaves; a killed or cut-off one does not). So of the
 // two sides of a partition at most one can continue a channel: the other
-// refuses publishes (manager.ErrNoQuorum; UNAVAILABLE: not stored) and sends its clients away
-// (GOAWAY UNAVAILABLE, then refuses their HELLO), and they resume on a
+// refuses publishes (manager.ErrNoQuorum; UNAVAILABLE: not stored) and, once
+// that has lasted awayAfter, sends its clients away (GOAWAY UNAVAILABLE,
+// then refuses their HELLO), and they resume on a
 // node of the majority. Without it a node cut off from the others
 // managed every channel alone, acknowledged publishes in incarnations
 // of its own that the majority's subscribers never heard of, and after
@@ -68,8 +69,8 @@ func (c *Cluster) quorumLocked() bool {
 }
 
 // setQuorum records the node's quorum after a refresh and acts on a
-// change: the managed channels are forgotten, and on a loss the clients
-// are sent away.
+// change: the managed channels are forgotten; the clients are sent away
+// once the loss has lasted awayAfter (checkAway).
 func (c *Cluster) setQuorum(ok bool) {
 	if c.noQuorum.Load() == !ok {
 		return
@@ -77,9 +78,37 @@ func (c *Cluster) setQuorum(ok bool) {
 	c.noQuorum.Store(!ok)
 	c.mgr.ForgetAll()
 	if ok {
+		c.noQuorumSince.Store(0)
+		c.away.Store(false)
 		c.log.Warn("sluice cluster: a majority of the cluster is reachable again; serving clients")
 		return
 	}
-	c.log.Warn("sluice cluster: cut off from the majority of the cluster; refusing publishes and sending clients away")
+	c.noQuorumSince.Store(time.Now().UnixNano())
+	c.log.Warn("sluice cluster: cut off from the majority of the cluster; refusing publishes")
+}
+
+// awayAfter is how long a node is without quorum before it sends its
+// clients elsewhere: a link that failed once and is dialed again at the
+// next heartbeat does not cost the clients their connections.
+func (c *Cluster) awayAfter() time.Duration { return c.StaleAfter() }
+
+// clientsAway decides, at now, whether a node without quorum since since
+// (unix ns, 0: it has its quorum) sends its clients away.
+func clientsAway(now, since int64, after time.Duration) bool {
+	return since != 0 && now-since >= int64(after)
+}
+
+// checkAway sends the clients away once the loss of quorum has lasted
+// awayAfter (the heartbeat).
+func (c *Cluster) checkAway(now time.Time) {
+	if !clientsAway(now.UnixNano(), c.noQuorumSince.Load(), c.awayAfter()) || c.away.Load() {
+		return
+	}
+	c.away.Store(true)
+	c.log.Warn("sluice cluster: still cut off from the majority of the cluster; sending clients away")
 	c.gw.CutOff()
 }
+
+// RefusesClients reports whether the node sends clients away (it has
+// been without quorum for awayAfter): HELLO is refused meanwhile.
+func (c *Cluster) RefusesClients() bool { return c.away.Load() }

@@ -55,3 +55,15 @@ func TestHeartbeatPaused(t *testing.T) {
 		}
 	}
 }
+
+func TestClientsAway(t *testing.T) {
+	const s = int64(time.Second)
+	for _, tc := range []struct {
+		now, since int64
+		want       bool
+	}{{10 * s, 0, false}, {10 * s, 9 * s, false}, {10 * s, 8 * s, true}, {10 * s, 1 * s, true}} {
+		if got := clientsAway(tc.now, tc.since, 2*time.Second); got != tc.want {
+			t.Errorf("clientsAway(%d, %d) = %v, want %v", tc.now, tc.since, got, tc.want)
+		}
+	}
+}

@@ -468,7 +468,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	if !l.authenticate(c, h.ID, hello.Token) {
 		return
 	}
-	if cl := l.srv.cl; cl != nil && !cl.Quorate() {
+	if cl := l.srv.cl; cl != nil && cl.RefusesClients() {
 		c.sendError(h.ID, wire.CodeShuttingDown, "this node is cut off from the majority of its cluster: connect to another node")
 		return
 	}

@@ -61,15 +61,18 @@ func (p stubPlane) sweep()                 {}
 // TestRemoteBatch_Appended is the remote-batch state machine's answer
 // handling as a table: what is acknowledged (ids and positions), what goes
 // back to the head of the queue (ahead of what was queued meanwhile) and
-// with how many failed grants, and what is refused with UNAVAILABLE.
+// with how many failed grants, what is refused with UNAVAILABLE (not
+// stored) and what gets OUTCOME_UNKNOWN (its host failed with it in
+// flight).
 func TestRemoteBatch_Appended(t *testing.T) {
 	type want struct {
-		acked  []wire.Ack
-		sent   []uint32 // ids of the next batch in flight
-		pend   []uint32 // ids queued after the answer, in order
-		tries  int      // of the queued head
-		errors int      // ERROR frames sent
-		grants int      // new grants asked for
+		acked   []wire.Ack
+		sent    []uint32 // ids of the next batch in flight
+		pend    []uint32 // ids queued after the answer, in order
+		tries   int      // of the queued head
+		errors  int      // ERROR UNAVAILABLE frames sent
+		unknown int      // ERROR OUTCOME_UNKNOWN frames sent
+		grants  int      // new grants asked for
 	}
 	for _, tc := range []struct {
 		name  string
@@ -87,7 +90,7 @@ func TestRemoteBatch_Appended(t *testing.T) {
 		{"closed at once, out of grants", 8, wire.NodeAppended{Status: wire.NodeClosed}, nil,
 			want{pend: []uint32{9}, errors: 3, grants: 1}},
 		{"host failed in flight: never resent", 0, wire.NodeAppended{}, errNoPeer,
-			want{pend: []uint32{9}, errors: 3, grants: 1}},
+			want{pend: []uint32{9}, unknown: 3, grants: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			grants := 0
@@ -118,6 +121,9 @@ func TestRemoteBatch_Appended(t *testing.T) {
 			}
 			if got := int(l.stats.errs[wire.CodeUnavailable]); got != tc.want.errors {
 				t.Errorf("%d UNAVAILABLE errors, want %d", got, tc.want.errors)
+			}
+			if got := int(l.stats.errs[wire.CodeOutcomeUnknown]); got != tc.want.unknown {
+				t.Errorf("%d OUTCOME_UNKNOWN errors, want %d", got, tc.want.unknown)
 			}
 			if grants != tc.want.grants {
 				t.Errorf("%d grants asked for, want %d", grants, tc.want.grants)
