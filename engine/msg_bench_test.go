@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -85,9 +84,3 @@ func BenchmarkPublishExt(b *testing.B) {
 		})
 	}
 }
-
-// jsonLike1K is a JSON-like payload of 1 KiB: telemetry readings with
-// repeating keys and varying values.
-func jsonLike1K(seed int) []byte { return jsonLike(1024, seed) }
-
-var _ = fmt.Sprint
