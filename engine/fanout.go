@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
@@ -279,8 +278,8 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 				}
 			} else if cur.s = l.srv.streamletFor(lc.name, ref); cur.s == nil {
 				continue // freed meanwhile: look again
-			} else if s := cur.s; s.CopyOf() != "" && !ref.Closed && !s.Buf().Sealed() && l.srv.cl != nil &&
-				copyStalled(time.Now().UnixNano(), s.LastFill(), s.First()+uint64(s.Buf().Len()), info.Next, l.srv.cl.StaleAfter()) {
+			} else if s := cur.s; s.CopyOf() != "" && !ref.Closed && !s.Buf().Sealed() && l.srv.plane.staleAfter() > 0 &&
+				copyStalled(l.now, s.LastFill(), s.First()+uint64(s.Buf().Len()), info.Next, l.srv.plane.staleAfter()) {
 				// The manager reports records that this node's copy has
 				// not received for a while: its feed is dead.
 				l.srv.mirrors.end(s)

@@ -468,7 +468,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	if !l.authenticate(c, h.ID, hello.Token) {
 		return
 	}
-	if cl := l.srv.cl; cl != nil && cl.RefusesClients() {
+	if l.srv.plane.refusesClients() {
 		c.sendError(h.ID, wire.CodeShuttingDown, "this node is cut off from the majority of its cluster: connect to another node")
 		return
 	}
@@ -631,10 +631,7 @@ func (l *loop) sweep() {
 	// While a console polls, a view keeps its uncollected publish counts
 	// until the next collection (console.go).
 	l.countPubs = l.now-l.srv.consoleLast.Load() < int64(consoleWindow)
-	var stale time.Duration
-	if l.srv.cl != nil {
-		stale = l.srv.cl.StaleAfter()
-	}
+	stale := l.srv.plane.staleAfter()
 	for name, lc := range l.chans {
 		if stale > 0 {
 			lc.checkProgress(l.now, stale)

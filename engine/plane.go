@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/role"
@@ -34,6 +35,12 @@ type plane interface {
 	background(fn func()) bool
 	// sweep runs the control plane's periodic work (the ticker calls it).
 	sweep()
+	// refusesClients reports whether this node must send clients away (a
+	// cluster node cut off from the majority); a single node never does.
+	refusesClients() bool
+	// staleAfter is how long a copy may lag behind what its manager lists
+	// before its feed counts as dead; 0 on a single node (no copies).
+	staleAfter() time.Duration
 }
 
 // errNoPeer: the grant names a host that cannot be reached now.
@@ -64,6 +71,10 @@ func (p localPlane) background(fn func()) bool { fn(); return true }
 // sweep does nothing: a single node frees streamlets at expiry itself and
 // has no orphans.
 func (p localPlane) sweep() {}
+
+func (p localPlane) refusesClients() bool { return false }
+
+func (p localPlane) staleAfter() time.Duration { return 0 }
 
 // clusterPlane is the control plane of a cluster node: calls go to each
 // channel's manager node through the cluster's router, on the cluster's
@@ -130,3 +141,7 @@ func (p clusterPlane) background(fn func()) bool { return p.cl.Go(fn) }
 
 // sweep frees orphaned streamlets (retention.go, reapOrphans).
 func (p clusterPlane) sweep() { p.s.reapOrphans() }
+
+func (p clusterPlane) refusesClients() bool { return p.cl.RefusesClients() }
+
+func (p clusterPlane) staleAfter() time.Duration { return p.cl.StaleAfter() }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -55,8 +56,10 @@ func (p stubPlane) interest(string, int)                                      {}
 func (p stubPlane) appendRemote(*loop, role.Grant, int, []byte, func(wire.NodeAppended, error)) error {
 	return nil
 }
-func (p stubPlane) background(func()) bool { return false }
-func (p stubPlane) sweep()                 {}
+func (p stubPlane) background(func()) bool    { return false }
+func (p stubPlane) sweep()                    {}
+func (p stubPlane) refusesClients() bool      { return false }
+func (p stubPlane) staleAfter() time.Duration { return 0 }
 
 // TestRemoteBatch_Appended is the remote-batch state machine's answer
 // handling as a table: what is acknowledged (ids and positions), what goes
