@@ -180,7 +180,7 @@ type Cluster struct {
 	// mu; noQuorum is set while the node sees no majority of them.
 	known    map[string]int64
 	noQuorum atomic.Bool
-	// noQuorumSince is when the quorum was lost (unix ns, wall time; 0
+	// noQuorumSince is when the quorum was lost (unix ns, the clock; 0
 	// with quorum); away is set once the clients were sent away.
 	noQuorumSince atomic.Int64
 	away          atomic.Bool

@@ -57,8 +57,8 @@ func (c *Cluster) heartbeats() {
 		select {
 		case <-c.stop:
 			return
-		case now := <-t.C:
-			c.heartbeat(now)
+		case <-t.C:
+			c.heartbeat(c.now())
 		}
 	}
 }

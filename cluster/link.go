@@ -73,7 +73,7 @@ type Link struct {
 	calls    map[uint32]func(h wire.Header, body []byte, err error)
 	err      error // set once closed
 
-	// lastRecv is when a frame last arrived from the peer (unix ns, wall
+	// lastRecv is when a frame last arrived from the peer (unix ns, the cluster's
 	// time; set by the loop, read by the heartbeat).
 	lastRecv atomic.Int64
 }
@@ -102,7 +102,7 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 	_ = c.SetDeadline(time.Time{})
 	l := &Link{cl: cl, node: node, sess: sess, ready: make(chan struct{}),
 		calls: make(map[uint32]func(wire.Header, []byte, error))}
-	l.lastRecv.Store(time.Now().UnixNano())
+	l.lastRecv.Store(l.cl.now().UnixNano())
 	if err := cl.cfg.Transport.Enroll(c, l, deadline); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s: enroll: %v", ErrLinkDown, node, err)
@@ -265,7 +265,7 @@ func (l *Link) send(frame []byte) error {
 // Receive handles one frame from the peer (on the link's loop); an error
 // ends the link (the loop then closes the connection).
 func (l *Link) Receive(h wire.Header, body []byte) error {
-	l.lastRecv.Store(time.Now().UnixNano()) // wall time: the heartbeat's clock
+	l.lastRecv.Store(l.cl.now().UnixNano()) // the heartbeat's clock
 	switch h.Type {
 	case wire.TypeNodeResponse, wire.TypeNodeAppended:
 		l.mu.Lock()

@@ -83,7 +83,7 @@ func (c *Cluster) setQuorum(ok bool) {
 		c.log.Warn("sluice cluster: a majority of the cluster is reachable again; serving clients")
 		return
 	}
-	c.noQuorumSince.Store(time.Now().UnixNano())
+	c.noQuorumSince.Store(c.now().UnixNano())
 	c.log.Warn("sluice cluster: cut off from the majority of the cluster; refusing publishes")
 }
 

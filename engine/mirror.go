@@ -60,7 +60,7 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 	s := ms.m[ref.ID]
 	var old *host.Streamlet
 	if s != nil {
-		reopen, wait := copyReopen(time.Now().UnixNano(), s.BrokenAt(), ref.Lost)
+		reopen, wait := copyReopen(ms.srv.clock().UnixNano(), s.BrokenAt(), ref.Lost)
 		if wait > 0 && !ms.retry[ref.ID] {
 			ms.retry[ref.ID] = true
 			gw, id := ms.srv.gw, ref.ID

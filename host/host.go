@@ -268,7 +268,7 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 // skipped; seal ends the copy. Wakers are not told: a copy's readers are
 // the gateway's, woken by it.
 func (s *Streamlet) Fill(start, count int, next func(i int) ([]byte, bool, int64), seal bool) {
-	s.lastFill.Store(time.Now().UnixNano())
+	s.lastFill.Store(s.h.clock().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.buf.Len()
@@ -301,7 +301,7 @@ func (s *Streamlet) End() {
 func (s *Streamlet) Break() {
 	s.mu.Lock()
 	if !s.buf.Sealed() {
-		s.brokenAt.Store(time.Now().UnixNano())
+		s.brokenAt.Store(s.h.clock().UnixNano())
 	}
 	s.sealLocked()
 	s.mu.Unlock()
@@ -311,7 +311,7 @@ func (s *Streamlet) Break() {
 // it did not.
 func (s *Streamlet) BrokenAt() int64 { return s.brokenAt.Load() }
 
-// LastFill is when a copy was made or last filled (unix ns, wall time).
+// LastFill is when a copy was made or last filled (unix ns, the host's clock).
 func (s *Streamlet) LastFill() int64 { return s.lastFill.Load() }
 
 // Drop seals and frees a copy; it reports whether it was still open.
@@ -434,7 +434,7 @@ func (h *Host) NewCopy(id uint64, channel string, first uint64, l role.Limits, c
 	s := &Streamlet{h: h, id: id, channel: channel, first: first, leaseEnd: math.MaxInt64,
 		buf: ringbuf.New(l.Msgs, l.Size), limitMsgs: l.Msgs, copyOf: copyOf}
 	s.buf.Account(&h.retained)
-	s.lastFill.Store(time.Now().UnixNano())
+	s.lastFill.Store(s.h.clock().UnixNano())
 	return s
 }
 
