@@ -9,6 +9,7 @@ var __export = (target, all) => {
 var codec_exports = {};
 __export(codec_exports, {
   CODE_FORBIDDEN: () => CODE_FORBIDDEN,
+  CODE_OUTCOME_UNKNOWN: () => CODE_OUTCOME_UNKNOWN,
   CODE_UNAUTHENTICATED: () => CODE_UNAUTHENTICATED,
   CODE_UNKNOWN_SUBSCRIPTION: () => CODE_UNKNOWN_SUBSCRIPTION,
   DATA_PREFIX_LEN: () => DATA_PREFIX_LEN,
@@ -155,11 +156,14 @@ var ErrorCodes = {
   18: { name: "INVALID_START", fatal: false },
   19: { name: "HANDSHAKE_TIMEOUT", fatal: true },
   20: { name: "IDLE_TIMEOUT", fatal: true },
-  21: { name: "INTERNAL", fatal: false }
+  21: { name: "INTERNAL", fatal: false },
+  22: { name: "INVALID_HEADERS", fatal: false },
+  23: { name: "OUTCOME_UNKNOWN", fatal: false }
 };
 var CODE_UNKNOWN_SUBSCRIPTION = 10;
 var CODE_UNAUTHENTICATED = 12;
 var CODE_FORBIDDEN = 13;
+var CODE_OUTCOME_UNKNOWN = 23;
 function codeName(code) {
   return ErrorCodes[code]?.name ?? `Code(${code})`;
 }
@@ -1716,7 +1720,8 @@ var Session = class {
     const re = this.reqs.get(id);
     if (pe) {
       this.pending.delete(id);
-      this.settle(pe, null, new ServerError("publish", e.code, e.retriable, e.text), true);
+      const se = new ServerError("publish", e.code, e.retriable, e.text);
+      this.settle(pe, null, e.code === CODE_OUTCOME_UNKNOWN ? new UnknownOutcomeError(se) : se, true);
     } else if (re) {
       this.reqs.delete(id);
       if (re.kind === "unsub") {

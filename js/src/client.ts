@@ -1127,7 +1127,10 @@ export class Session {
     const re = this.reqs.get(id);
     if (pe) {
       this.pending.delete(id);
-      this.settle(pe, null, new ServerError("publish", e.code, e.retriable, e.text), true);
+      const se = new ServerError("publish", e.code, e.retriable, e.text);
+      // OUTCOME_UNKNOWN: the message may be stored; every other refusal
+      // means it was not (PROTOCOL.md 7.2).
+      this.settle(pe, null, e.code === codec.CODE_OUTCOME_UNKNOWN ? new UnknownOutcomeError(se) : se, true);
     } else if (re) {
       this.reqs.delete(id);
       if (re.kind === "unsub") {

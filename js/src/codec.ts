@@ -107,10 +107,14 @@ export const ErrorCodes: Record<number, { name: string; fatal: boolean }> = {
   19: { name: "HANDSHAKE_TIMEOUT", fatal: true },
   20: { name: "IDLE_TIMEOUT", fatal: true },
   21: { name: "INTERNAL", fatal: false },
+  22: { name: "INVALID_HEADERS", fatal: false },
+  23: { name: "OUTCOME_UNKNOWN", fatal: false },
 };
 export const CODE_UNKNOWN_SUBSCRIPTION = 10;
 export const CODE_UNAUTHENTICATED = 12;
 export const CODE_FORBIDDEN = 13;
+/** A PUBLISH may or may not have been stored (its host failed with it in flight). */
+export const CODE_OUTCOME_UNKNOWN = 23;
 
 /** The protocol name of an error code, or "Code(N)" for an unknown one. */
 export function codeName(code: number): string {

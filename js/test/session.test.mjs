@@ -142,6 +142,16 @@ test("an ERROR answering a publish rejects it with ServerError; the connection c
   c.close();
 });
 
+test("an ERROR OUTCOME_UNKNOWN answering a publish is an unknown outcome, not a refusal", async () => {
+  const { net, c, ws } = await setup();
+  const p = c.publish("ch", "x");
+  const f = await net.frame(ws, T.PUBLISH);
+  net.push(ws, codec.encodeError(f.id, { code: 23, retriable: true, text: "host failed" }));
+  await assert.rejects(p, (e) => e instanceof UnknownOutcomeError && e.cause instanceof ServerError && e.cause.codeName === "OUTCOME_UNKNOWN");
+  assert.ok(c.connected);
+  c.close();
+});
+
 test("publishNoAck sends PUBLISH without the ACK flag", async () => {
   const { net, c, ws } = await setup();
   await c.publishNoAck("ch", te.encode("fire"));
