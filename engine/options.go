@@ -110,7 +110,11 @@ type Options struct {
 	OutboundLimit int
 	SlowPolicy    SlowPolicy
 
-	// PingInterval is advertised to clients in WELCOME.
+	// PingInterval is advertised to clients in WELCOME. The SDK declares
+	// a connection dead after two unanswered PINGs, so it also bounds how
+	// long a subscriber of a paused or cut-off node waits before it moves
+	// to another node: 2-3 intervals (default 5 s: 10-15 s; it was 30 s,
+	// which left such subscribers waiting a minute).
 	PingInterval time.Duration
 	// HandshakeTimeout closes a connection that has not completed HELLO in
 	// this time (for TLS clients: the TLS handshake and HELLO, each).
@@ -192,7 +196,7 @@ func DefaultOptions() Options {
 		DedupIDs:         100_000,
 		OutboundLimit:    8 << 20,
 		SlowPolicy:       SlowLag,
-		PingInterval:     30 * time.Second,
+		PingInterval:     5 * time.Second,
 		HandshakeTimeout: 5 * time.Second,
 		IdleTimeout:      90 * time.Second,
 		FrameTimeout:     10 * time.Second,
