@@ -30,6 +30,11 @@ type outCheck struct {
 	next    map[uint32]uint64
 	fresh   map[uint32]bool // SUBSCRIBED came, nothing for the sub yet
 	data    int             // DATA frames seen
+	// features WELCOME accepted. The harness offers none, but raw,
+	// mutated and any-type frames may offer headers or S2, which the
+	// server then accepts (the engine's tests check that it accepts only
+	// what was offered).
+	features wire.Features
 
 	answers []answer // in arrival order
 	acked   map[uint32]bool
@@ -47,7 +52,7 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 	if oc.frames == 1 && h.Type != wire.TypeWelcome && h.Type != wire.TypeError {
 		return fmt.Errorf("first frame is %v, want WELCOME or ERROR", h.Type)
 	}
-	if h.Flags&wire.FlagCompressed != 0 {
+	if h.Flags&wire.FlagCompressed != 0 && (oc.features&wire.FeatureS2 == 0 || h.Type != wire.TypeData) {
 		return fmt.Errorf("%v with COMPRESSED, which was not negotiated", h.Type)
 	}
 	switch h.Type {
@@ -62,9 +67,10 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		if w.Version != wire.Version1 || w.MaxPayload != maxPayload || w.MaxBody != serverMaxBody || w.MaxSubs != maxSubs {
 			return fmt.Errorf("WELCOME %+v does not announce the server's limits", w)
 		}
-		if w.Features != 0 {
-			return fmt.Errorf("WELCOME accepts features %#x that were not offered", w.Features)
+		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2) != 0 {
+			return fmt.Errorf("WELCOME accepts features %#x that no v1 server has", w.Features)
 		}
+		oc.features = w.Features
 		oc.maxBody = w.MaxBody
 	case wire.TypePubAck:
 		acks, err := wire.DecodePubAck(body, nil)
@@ -107,7 +113,14 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		delete(oc.fresh, id)
 		oc.answers = append(oc.answers, answer{typ: wire.TypeUnsubscribed, id: h.ID, sub: id})
 	case wire.TypeData:
-		first, count, _, err := wire.DecodeData(body)
+		var first uint64
+		var count uint32
+		var err error
+		if h.Flags&wire.FlagCompressed != 0 {
+			first, count, _, _, err = wire.DecodeDataS2(body, nil, oc.maxBody)
+		} else {
+			first, count, _, err = wire.DecodeData(body)
+		}
 		if err != nil {
 			return err
 		}
