@@ -127,7 +127,9 @@ type Options struct {
 	// frame and has not sent the rest of it this long after its first
 	// byte: a client dripping a frame a byte at a time (slowloris) holds a
 	// connection and a partial frame for at most this long, although every
-	// byte resets the idle timer. 0 disables it.
+	// byte resets the idle timer. On a WebSocket connection it bounds a
+	// message (all its fragments); on a node connection a sealed record.
+	// 0 disables it.
 	FrameTimeout time.Duration
 
 	// Auth enables authentication and per-channel permissions; nil accepts

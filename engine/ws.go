@@ -65,6 +65,8 @@ func (l *loop) wsTraffic(c *conn) gnet.Action {
 	if !w.up {
 		off = l.wsUpgrade(c, buf)
 	}
+	upgraded := w.up
+	progressed := false // a message (or a control frame outside one) was completed
 	for w.up && !c.closing && !c.closed {
 		limit := l.srv.maxBody
 		if !c.hello {
@@ -81,6 +83,9 @@ func (l *loop) wsTraffic(c *conn) gnet.Action {
 			break
 		}
 		off += n
+		if !w.rd.InMessage() {
+			progressed = true
+		}
 		switch ev.Op {
 		case ws.OpBinary:
 			h, body, m, err := wire.Split(ev.Payload, limit)
@@ -127,6 +132,18 @@ func (l *loop) wsTraffic(c *conn) gnet.Action {
 	l.stats.bytesIn += uint64(off)
 	if off > 0 {
 		_, _ = c.gc.Discard(off) // never Discard(0): see traffic
+	}
+	if upgraded {
+		// FrameTimeout: a message must be whole once its first byte came,
+		// however it is cut (a frame's bytes dripped, or a fragmented
+		// message continued one small fragment at a time; the control
+		// frames a client may interleave do not complete it). Before
+		// the upgrade the handshake timeout bounds the request.
+		pending := len(buf) - off
+		if w.rd.InMessage() {
+			pending++
+		}
+		c.notePartial(l.now, pending, progressed)
 	}
 	l.end()
 	return gnet.None
