@@ -363,6 +363,9 @@ func probeSilent(ctx context.Context, t *testing.T, tp *topo, all []Publish, sub
 				}
 			}
 		}
+		t.Logf("probe %s: managed by %s (a, b and c alive), %s (a and b), %s (b and c), %s (a and c)", s.channel,
+			managerOf(t, s.channel, "a", "b", "c"), managerOf(t, s.channel, "a", "b"),
+			managerOf(t, s.channel, "b", "c"), managerOf(t, s.channel, "a", "c"))
 		for _, n := range tp.nodes {
 			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			conn, err := client.Dial(pctx, n.client(), client.WithReconnect(false))
@@ -383,7 +386,12 @@ func probeSilent(ctx context.Context, t *testing.T, tp *topo, all []Publish, sub
 					}
 				}
 			}
-			t.Logf("probe %s on %s from %d: %d messages, %d gaps, up to %d, then %v", s.channel, n.name, first, msgs, gaps, last, err)
+			var info client.SubInfo
+			if sub != nil {
+				info = sub.Info()
+			}
+			t.Logf("probe %s on %s from %d: SUBSCRIBED first %d earliest %d next %d epoch %d; %d messages, %d gaps, up to %d, then %v",
+				s.channel, n.name, first, info.First, info.Earliest, info.Next, info.Epoch, msgs, gaps, last, err)
 			conn.Close()
 			cancel()
 		}

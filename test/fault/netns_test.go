@@ -179,8 +179,12 @@ func (tp *topo) cleanup() {
 		}
 	}
 	if tp.t.Failed() {
+		keep := os.Getenv("SLUICE_FAULT_LOGS")
 		for _, n := range tp.nodes {
 			tp.t.Logf("---- end of the log of node %s ----\n%s", n.name, tail(n.log, 40))
+			if keep != "" {
+				tp.keepLog(keep, n)
+			}
 		}
 	}
 	for _, n := range tp.nodes {
@@ -188,6 +192,25 @@ func (tp *topo) cleanup() {
 		runQuiet("ip", "netns", "del", n.ns)
 	}
 	runQuiet("ip", "link", "del", tp.bridge)
+}
+
+// keepLog copies node n's whole log into dir (SLUICE_FAULT_LOGS: the
+// logs of a failed case outlive its temporary directory).
+func (tp *topo) keepLog(dir string, n *node) {
+	b, err := os.ReadFile(n.log)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	dst := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", strings.ReplaceAll(tp.t.Name(), "/", "_"),
+		time.Now().UTC().Format("150405"), n.name))
+	if err == nil {
+		err = os.WriteFile(dst, b, 0o644)
+	}
+	if err != nil {
+		tp.t.Logf("keeping the log of node %s: %v", n.name, err)
+		return
+	}
+	tp.t.Logf("the log of node %s is kept in %s", n.name, dst)
 }
 
 // tail returns the last lines of a file.
@@ -342,6 +365,21 @@ func (tp *topo) dropToPeers(n *node, only ...*node) func() {
 		t.Fatalf("nft: %v\n%s", err, out)
 	}
 	return func() { run(t, "ip", "netns", "exec", n.ns, "nft", "delete", "table", "inet", "sluicefault") }
+}
+
+// managerOf returns the manager of channel among the nodes names (each of
+// capacity 1), as every node computes it while it sees exactly those alive.
+func managerOf(t *testing.T, channel string, names ...string) string {
+	var ns []placement.Node
+	for _, name := range names {
+		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
+	}
+	snap, err := placement.NewSnapshot(ns, placement.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := snap.Manager(channel)
+	return string(m)
 }
 
 // managedBy returns channels named prefix.N that node manages in a

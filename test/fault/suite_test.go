@@ -14,9 +14,16 @@ import (
 )
 
 // buildSluice builds cmd/sluice once (without the race detector: the
-// nodes are the system under test, not the test).
+// nodes are the system under test, not the test). SLUICE_FAULT_BIN names
+// a binary built beforehand instead (repeated runs of one build).
 func buildSluice(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("SLUICE_FAULT_BIN"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("SLUICE_FAULT_BIN: %v", err)
+		}
+		return bin
+	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sluice")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
