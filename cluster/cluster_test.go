@@ -24,14 +24,21 @@ func TestNodeOps_RoundTrip(t *testing.T) {
 	var e wire.NodeEnc
 	encGrant(&e, g)
 	d := wire.NewNodeDec(wire.TypeNodeResponse, e.B)
-	if got := decGrant(d); got != g || d.Done() != nil {
+	if got := decGrant(d); !reflect.DeepEqual(got, g) || d.Done() != nil {
 		t.Fatalf("grant %+v (%v), want %+v", got, d.Done(), g)
+	}
+	g.Replicas = []string{"b", "c", "a"}
+	e = wire.NodeEnc{}
+	encGrant(&e, g)
+	d = wire.NewNodeDec(wire.TypeNodeResponse, e.B)
+	if got := decGrant(d); !reflect.DeepEqual(got, g) || d.Done() != nil {
+		t.Fatalf("replicated grant %+v (%v), want %+v", got, d.Done(), g)
 	}
 
 	info := role.ChannelInfo{Epoch: 9, Earliest: 100, Next: 117, Streamlets: []role.StreamletRef{
 		{ID: 0, First: 100, End: 107, Closed: true, Lost: true, Expires: 5},
 		{ID: 3, Host: "c", First: 107, End: 114, Closed: true, LeaseEnd: 4, Expires: 6},
-		{ID: 4, Host: "a", First: 114, LeaseEnd: 8},
+		{ID: 4, Host: "a", Replicas: []string{"a", "b"}, First: 114, LeaseEnd: 8},
 	}}
 	for _, found := range []bool{true, false} {
 		var e wire.NodeEnc
@@ -49,11 +56,42 @@ func TestNodeOps_RoundTrip(t *testing.T) {
 	hs := []role.Hosted{
 		{ID: 1, Epoch: 9, First: 100, Host: "b", Len: 7, Sealed: true, Succ: 3, SuccHost: "c", LeaseEnd: 4, LimitMsgs: 10},
 		{ID: 3, Epoch: 9, First: 107, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10},
+		{ID: 4, Epoch: 9, First: 109, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10, Replicas: []string{"c", "b"},
+			Sealed: true, Fenced: true, Final: true},
 	}
 	e = wire.NodeEnc{}
 	encHosted(&e, hs)
 	if got, err := decHosted(e.B, "b"); err != nil || !reflect.DeepEqual(got, hs) {
 		t.Fatalf("hosted %+v %v, want %+v", got, err, hs)
+	}
+}
+
+// TestNodeOps_BadReplicaSets: a replica set that repeats a node, has
+// fewer than two or more than maxReplicas entries, or does not start with
+// the host is malformed.
+func TestNodeOps_BadReplicaSets(t *testing.T) {
+	g := role.Grant{Channel: "c", Epoch: 1, Streamlet: 2, Host: "a", First: 3, LimitMsgs: 10, LimitSize: 100, LeaseEnd: 4}
+	base := wire.NodeEnc{}
+	encGrant(&base, g)
+	for _, tc := range []struct {
+		name  string
+		names []string
+	}{
+		{"repeated", []string{"a", "a"}},
+		{"one", []string{"a"}},
+		{"not led by the host", []string{"b", "a"}},
+		{"empty name", []string{"a", ""}},
+		{"too many", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"}},
+	} {
+		e := wire.NodeEnc{B: append([]byte(nil), base.B...)}
+		e.U8(uint8(len(tc.names)))
+		for _, n := range tc.names {
+			e.Str8(n)
+		}
+		d := wire.NewNodeDec(wire.TypeNodeRequest, e.B)
+		if got := decGrant(d); d.Done() == nil {
+			t.Errorf("%s: decoded %+v", tc.name, got)
+		}
 	}
 }
 

@@ -20,12 +20,57 @@ func encGrant(e *wire.NodeEnc, g role.Grant) {
 	e.U32(uint32(g.LimitMsgs))
 	e.U32(uint32(g.LimitSize))
 	e.I64(g.LeaseEnd)
+	if len(g.Replicas) > 1 {
+		encNames(e, g.Replicas)
+	}
+}
+
+// maxReplicas bounds a replica set on the wire (and in Options).
+const maxReplicas = 16
+
+// encNames appends u8 n, n x str8: a replica set.
+func encNames(e *wire.NodeEnc, names []string) {
+	e.U8(uint8(len(names)))
+	for _, n := range names {
+		e.Str8(n)
+	}
+}
+
+// decNames reads a replica set: 2..maxReplicas distinct names.
+func decNames(d *wire.NodeDec) []string {
+	n := int(d.U8())
+	if d.Err() != nil {
+		return nil
+	}
+	if n < 2 || n > maxReplicas {
+		d.Fail("%d replicas, want 2..%d", n, maxReplicas)
+		return nil
+	}
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		s := d.Str8()
+		if d.Err() == nil && (s == "" || contains(out, s)) {
+			d.Fail("replica %d: %q empty or repeated", i, s)
+		}
+		out = append(out, s)
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	return out
 }
 
 func decGrant(d *wire.NodeDec) role.Grant {
 	g := role.Grant{Channel: d.Str8(), Epoch: d.U64(), Streamlet: d.U64(), Host: d.Str8(), First: d.U64()}
 	g.LimitMsgs, g.LimitSize = int(d.U32()), int(d.U32())
 	g.LeaseEnd = d.I64()
+	if d.Err() == nil && d.More() {
+		// A replicated streamlet's grant ends with its replica set.
+		g.Replicas = decNames(d)
+		if d.Err() == nil && g.Replicas[0] != g.Host {
+			d.Fail("first replica %q is not the host %q", g.Replicas[0], g.Host)
+		}
+	}
 	if d.Err() == nil && (g.LimitMsgs < 1 || g.LimitMsgs > 1<<24 || g.LimitSize < 1 || g.LimitSize > 1<<30) {
 		d.Fail("grant limits %d msgs, %d bytes out of range", g.LimitMsgs, g.LimitSize)
 	}
@@ -33,8 +78,9 @@ func decGrant(d *wire.NodeDec) role.Grant {
 }
 
 const (
-	refClosed = 1
-	refLost   = 2
+	refClosed     = 1
+	refLost       = 2
+	refReplicated = 4 // the entry ends with its replica set
 )
 
 // refMinLen is the smallest encoded role.StreamletRef (empty host).
@@ -62,9 +108,15 @@ func encInfo(e *wire.NodeEnc, info role.ChannelInfo, found bool) {
 		if r.Lost {
 			f |= refLost
 		}
+		if len(r.Replicas) > 1 {
+			f |= refReplicated
+		}
 		e.U8(f)
 		e.I64(r.LeaseEnd)
 		e.I64(r.Expires)
+		if len(r.Replicas) > 1 {
+			encNames(e, r.Replicas)
+		}
 	}
 }
 
@@ -85,8 +137,20 @@ func decInfo(body []byte) (role.ChannelInfo, bool, error) {
 	for i := 0; i < n; i++ {
 		r := role.StreamletRef{ID: d.U64(), Host: d.Str8(), First: d.U64(), End: d.U64()}
 		f := d.U8()
+		if d.Err() == nil && f&^(refClosed|refLost|refReplicated) != 0 {
+			d.Fail("streamlet %d: unknown flags 0x%02x", i, f)
+		}
 		r.Closed, r.Lost = f&refClosed != 0, f&refLost != 0
 		r.LeaseEnd, r.Expires = d.I64(), d.I64()
+		if f&refReplicated != 0 {
+			r.Replicas = decNames(d)
+			if d.Err() == nil && r.Replicas[0] != r.Host {
+				d.Fail("streamlet %d: first replica %q is not the host %q", i, r.Replicas[0], r.Host)
+			}
+		}
+		if d.Err() != nil {
+			return role.ChannelInfo{}, false, d.Err()
+		}
 		info.Streamlets = append(info.Streamlets, r)
 	}
 	return info, true, d.Done()
@@ -104,15 +168,35 @@ func encHosted(e *wire.NodeEnc, hs []role.Hosted) {
 		e.U32(h.Len)
 		var f uint8
 		if h.Sealed {
-			f = 1
+			f |= hostedSealed
+		}
+		if h.Fenced {
+			f |= hostedFenced
+		}
+		if h.Final {
+			f |= hostedFinal
+		}
+		if len(h.Replicas) > 1 {
+			f |= hostedReplicated
 		}
 		e.U8(f)
 		e.U64(h.Succ)
 		e.Str8(h.SuccHost)
 		e.I64(h.LeaseEnd)
 		e.U32(h.LimitMsgs)
+		if len(h.Replicas) > 1 {
+			encNames(e, h.Replicas)
+		}
 	}
 }
+
+// HOSTED flags.
+const (
+	hostedSealed     = 1
+	hostedFenced     = 2
+	hostedFinal      = 4
+	hostedReplicated = 8 // the entry ends with its replica set
+)
 
 // decHosted decodes an OpList result from node host.
 func decHosted(body []byte, host string) ([]role.Hosted, error) {
@@ -127,8 +211,18 @@ func decHosted(body []byte, host string) ([]role.Hosted, error) {
 	out := make([]role.Hosted, 0, n)
 	for i := 0; i < n; i++ {
 		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: host}
-		h.Sealed = d.U8()&1 != 0
+		f := d.U8()
+		if d.Err() == nil && f&^(hostedSealed|hostedFenced|hostedFinal|hostedReplicated) != 0 {
+			d.Fail("streamlet %d: unknown flags 0x%02x", i, f)
+		}
+		h.Sealed, h.Fenced, h.Final = f&hostedSealed != 0, f&hostedFenced != 0, f&hostedFinal != 0
 		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
+		if f&hostedReplicated != 0 {
+			h.Replicas = decNames(d)
+		}
+		if d.Err() != nil {
+			return nil, d.Err()
+		}
 		out = append(out, h)
 	}
 	return out, d.Done()

@@ -80,6 +80,7 @@ type file struct {
 	Loops           *int        `toml:"loops"`
 	Name            *string     `toml:"name"`
 	LimitMsgs       *int        `toml:"limit-msgs"`
+	Replicas        *int        `toml:"replicas"`
 	LimitSize       *Size       `toml:"limit-size"`
 	LimitLife       *Duration   `toml:"limit-life"`
 	TTL             *Duration   `toml:"ttl"`
@@ -115,6 +116,7 @@ type file struct {
 type rule struct {
 	Prefix    string   `toml:"prefix"`
 	LimitMsgs int      `toml:"limit-msgs"`
+	Replicas  int      `toml:"replicas"`
 	LimitSize Size     `toml:"limit-size"`
 	LimitLife Duration `toml:"limit-life"`
 	TTL       Duration `toml:"ttl"`
@@ -316,6 +318,7 @@ func (f *file) apply(dst *Serve) error {
 		dst.NameSet = true
 	}
 	seti(&o.LimitMsgs, f.LimitMsgs)
+	seti(&o.Replicas, f.Replicas)
 	sets(&o.LimitSize, f.LimitSize)
 	setd(&o.LimitLife, f.LimitLife)
 	setd(&o.TTL, f.TTL)
@@ -360,7 +363,7 @@ func (f *file) apply(dst *Serve) error {
 		for _, r := range f.ChannelRules {
 			o.ChannelRules = append(o.ChannelRules, engine.ChannelRule{
 				Prefix: r.Prefix, LimitMsgs: r.LimitMsgs, LimitSize: int(r.LimitSize),
-				LimitLife: time.Duration(r.LimitLife), TTL: time.Duration(r.TTL),
+				LimitLife: time.Duration(r.LimitLife), TTL: time.Duration(r.TTL), Replicas: r.Replicas,
 			})
 		}
 	}
@@ -457,7 +460,7 @@ func checkGossipAddrs(c *engine.ClusterOptions) error {
 var fieldKeys = map[string]string{
 	"Listen": "listen", "Loops": "loops", "ServerName": "name",
 	"MaxConns": "max-conns", "MaxSubsPerConn": "max-subs", "MaxPayload": "max-payload",
-	"LimitMsgs": "limit-msgs", "LimitSize": "limit-size", "LimitLife": "limit-life", "TTL": "ttl",
+	"LimitMsgs": "limit-msgs", "Replicas": "replicas", "LimitSize": "limit-size", "LimitLife": "limit-life", "TTL": "ttl",
 	"MaxRetained": "max-retained", "DedupWindow": "dedup-window", "DedupIDs": "dedup-ids", "OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
 	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
 	"FrameTimeout": "frame-timeout",

@@ -110,6 +110,7 @@ type Metrics struct {
 	RetentionExpired int64
 	Channels         int64 // managed channels (gauge)
 	Grants           int64 // write grants issued
+	Degraded         int64 // streamlets opened with fewer replicas than configured
 
 	HeapBytes  int64   // Go heap in use (gauge)
 	Goroutines int64   // gauge
@@ -195,7 +196,7 @@ collect:
 
 		StreamletsHosted: hl.Hosted, StreamletsCreated: hl.Created,
 		RetainedBytes: hl.Retained, RetentionExpired: s.ret.expired.Load(), OutboundBytes: s.outbound(),
-		Channels: int64(s.mgr.Channels()), Grants: s.mgr.Grants(),
+		Channels: int64(s.mgr.Channels()), Grants: s.mgr.Grants(), Degraded: s.mgr.Degraded(),
 		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
 	}
 	for i, r := range rejectReasons {
@@ -313,6 +314,7 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.byKey("sluice_limit_violations_total", "counter", "Violations of the abuse limits, by limit.", "limit", m.Violations)
 	p.one("sluice_streamlets_created_total", "counter", "Streamlets created on this node.", float64(m.StreamletsCreated))
 	p.one("sluice_grants_total", "counter", "Write grants issued by this node's channel manager.", float64(m.Grants))
+	p.one("sluice_streamlets_degraded_total", "counter", "Streamlets this node's manager opened with fewer replicas than configured (too few live nodes).", float64(m.Degraded))
 	p.one("sluice_channels", "gauge", "Channels managed by this node.", float64(m.Channels))
 	node := []string{"node", m.Node}
 	p.one("sluice_node_streamlets_hosted", "gauge", "Node load: streamlets hosted.", float64(m.StreamletsHosted), node...)

@@ -52,6 +52,8 @@ type ChannelRule struct {
 	LimitSize int
 	LimitLife time.Duration
 	TTL       time.Duration
+	// Replicas overrides Options.Replicas (0 inherits it).
+	Replicas int
 }
 
 // Options configures a Server. Start a value with DefaultOptions; every
@@ -89,7 +91,15 @@ type Options struct {
 	// expired, so the bound is exceeded by at most the open streamlets. 0
 	// disables the bound (history is then bounded only by TTL and rate).
 	MaxRetained int
-	// ChannelRules override the four limits above per channel-name prefix.
+	// Replicas is how many distinct nodes hold each streamlet in memory
+	// (1..16, default 1; a single node holds one copy whatever the count). A publish is acknowledged once
+	// every replica holds it, so a streamlet survives the death of
+	// Replicas-1 of its nodes. With fewer live nodes than Replicas a new
+	// streamlet gets as many replicas as there are live nodes, counted by
+	// the metric sluice_streamlets_degraded_total and logged.
+	Replicas int
+	// ChannelRules override the limits above (and Replicas) per
+	// channel-name prefix.
 	ChannelRules []ChannelRule
 
 	// DedupWindow is how long a message id is remembered (PROTOCOL.md
@@ -190,6 +200,7 @@ func DefaultOptions() Options {
 		MaxSubsPerConn:   1024,
 		MaxPayload:       1 << 20,
 		LimitMsgs:        5000,
+		Replicas:         1,
 		LimitSize:        2 << 20,
 		LimitLife:        4 * time.Second,
 		TTL:              60 * time.Second,
@@ -270,14 +281,34 @@ func (o *Options) Validate() error {
 	if err := checkLimits("", o.LimitMsgs, o.LimitSize, o.LimitLife, o.TTL, o.MaxPayload); err != nil {
 		return err
 	}
+	if err := o.checkReplicas("Replicas", o.Replicas); err != nil {
+		return err
+	}
 	for i, r := range o.ChannelRules {
 		if r.Prefix == "" {
 			return optErr(fmt.Sprintf("ChannelRules[%d].Prefix", i), "empty")
+		}
+		if r.Replicas != 0 {
+			if err := o.checkReplicas(fmt.Sprintf("ChannelRules[%d].Replicas", i), r.Replicas); err != nil {
+				return err
+			}
 		}
 		l := o.limitsFor(r.Prefix)
 		if err := checkLimits(fmt.Sprintf("ChannelRules[%d].", i), l.Msgs, l.Size, l.Life, l.TTL, o.MaxPayload); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// MaxReplicas bounds Options.Replicas.
+const MaxReplicas = 16
+
+// checkReplicas validates a replica count: 1..MaxReplicas. (A single
+// node holds one copy whatever the count; the server logs that.)
+func (o *Options) checkReplicas(field string, n int) error {
+	if n < 1 || n > MaxReplicas {
+		return optErr(field, "%d is outside 1..%d", n, MaxReplicas)
 	}
 	return nil
 }
@@ -301,7 +332,7 @@ func checkLimits(prefix string, msgs, size int, life, ttl time.Duration, maxPayl
 // limitsFor resolves the limits for channel name: the server's values,
 // overridden field by field by the longest matching ChannelRule.
 func (o *Options) limitsFor(name string) role.Limits {
-	l := role.Limits{Msgs: o.LimitMsgs, Size: o.LimitSize, Life: o.LimitLife, TTL: o.TTL}
+	l := role.Limits{Msgs: o.LimitMsgs, Size: o.LimitSize, Life: o.LimitLife, TTL: o.TTL, Replicas: max(o.Replicas, 1)}
 	best := -1
 	for i, r := range o.ChannelRules {
 		if strings.HasPrefix(name, r.Prefix) && (best < 0 || len(r.Prefix) > len(o.ChannelRules[best].Prefix)) {
@@ -321,6 +352,9 @@ func (o *Options) limitsFor(name string) role.Limits {
 		}
 		if r.TTL != 0 {
 			l.TTL = r.TTL
+		}
+		if r.Replicas != 0 {
+			l.Replicas = r.Replicas
 		}
 	}
 	return l

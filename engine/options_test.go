@@ -45,6 +45,9 @@ func TestOptions_ValidateNamesTheField(t *testing.T) {
 		{"LimitSize", func(o *Options) { o.LimitSize = 1<<30 + 1 }},
 		{"LimitLife", func(o *Options) { o.LimitLife = time.Millisecond - 1 }},
 		{"TTL", func(o *Options) { o.TTL = -1 }},
+		{"Replicas", func(o *Options) { o.Replicas = 0 }},
+		{"Replicas", func(o *Options) { o.Replicas = MaxReplicas + 1 }},
+		{"ChannelRules[0].Replicas", func(o *Options) { o.ChannelRules = []ChannelRule{{Prefix: "a", Replicas: -1}} }},
 		{"ChannelRules[0].Prefix", func(o *Options) { o.ChannelRules = []ChannelRule{{Prefix: ""}} }},
 		{"ChannelRules[1].LimitMsgs", func(o *Options) {
 			o.ChannelRules = []ChannelRule{{Prefix: "a", LimitMsgs: 3}, {Prefix: "b", LimitMsgs: -1}}
@@ -85,18 +88,21 @@ func TestOptions_LimitsForLongestPrefix(t *testing.T) {
 		{Prefix: "a.", LimitMsgs: 10, LimitSize: 3 << 20, LimitLife: time.Second},
 		{Prefix: "a.b.c", LimitSize: 4 << 20},
 	}
-	server := role.Limits{Msgs: o.LimitMsgs, Size: o.LimitSize, Life: o.LimitLife, TTL: o.TTL}
+	o.Replicas = 2
+	o.ChannelRules = append(o.ChannelRules, ChannelRule{Prefix: "r.", Replicas: 3})
+	server := role.Limits{Msgs: o.LimitMsgs, Size: o.LimitSize, Life: o.LimitLife, TTL: o.TTL, Replicas: 2}
 	for _, tc := range []struct {
 		name string
 		want role.Limits
 	}{
 		{"other", server},
 		{"a", server}, // shorter than every prefix
-		{"a.x", role.Limits{Msgs: 10, Size: 3 << 20, Life: time.Second, TTL: o.TTL}},
+		{"a.x", role.Limits{Msgs: 10, Size: 3 << 20, Life: time.Second, TTL: o.TTL, Replicas: 2}},
+		{"r.x", role.Limits{Msgs: o.LimitMsgs, Size: o.LimitSize, Life: o.LimitLife, TTL: o.TTL, Replicas: 3}},
 		// The longest rule wins alone: its zero fields come from the
 		// server, not from shorter matching rules.
-		{"a.b.x", role.Limits{Msgs: 20, Size: o.LimitSize, Life: o.LimitLife, TTL: 2 * time.Second}},
-		{"a.b.c.d", role.Limits{Msgs: o.LimitMsgs, Size: 4 << 20, Life: o.LimitLife, TTL: o.TTL}},
+		{"a.b.x", role.Limits{Msgs: 20, Size: o.LimitSize, Life: o.LimitLife, TTL: 2 * time.Second, Replicas: 2}},
+		{"a.b.c.d", role.Limits{Msgs: o.LimitMsgs, Size: 4 << 20, Life: o.LimitLife, TTL: o.TTL, Replicas: 2}},
 		{"b.a.", server},
 	} {
 		if got := o.limitsFor(tc.name); got != tc.want {

@@ -133,6 +133,8 @@ func Start(opts Options) (*Server, error) {
 			Log: s.log, Clock: s.clock})
 		s.route = s.cl.Router()
 		s.plane = clusterPlane{s, s.cl}
+	} else if opts.Replicas > 1 {
+		s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", opts.Replicas)
 	}
 
 	ww, err := newWriteWatch()

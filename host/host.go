@@ -42,12 +42,15 @@ type Streamlet struct {
 	mu  sync.Mutex // serialises appends, Seal and Free (the single writer)
 	buf *ringbuf.Buffer
 
-	// epoch and limitMsgs are fixed at creation; succ and succHost are
-	// guarded by mu.
+	// epoch and limitMsgs are fixed at creation; succ, succHost and
+	// replicas are guarded by mu.
 	epoch     uint64
 	limitMsgs int
 	succ      uint64
 	succHost  string
+	// replicas is the streamlet's replica set, orderer first (nil: a
+	// single copy, this one).
+	replicas []string
 	// wakers are told of changes (the feeds of other nodes' copies). The
 	// slice is replaced, never modified, under wmu, so that wake reads it
 	// without a lock.
@@ -80,6 +83,14 @@ func (s *Streamlet) Channel() string { return s.channel }
 
 // First returns the position of the streamlet's first message.
 func (s *Streamlet) First() uint64 { return s.first }
+
+// Replicas returns the streamlet's replica set, orderer first (nil for a
+// single copy). The slice must not be modified.
+func (s *Streamlet) Replicas() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replicas
+}
 
 // Epoch returns the channel incarnation the streamlet belongs to.
 func (s *Streamlet) Epoch() uint64 { return s.epoch }
@@ -412,12 +423,23 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
 		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
 	}
+	if len(g.Replicas) > 1 {
+		s.replicas = append([]string(nil), g.Replicas...)
+	}
 	s.buf.Account(&h.retained)
 	h.inherit(s)
 	h.mu.Lock()
-	if h.streamlets[g.Streamlet] != nil {
+	if old := h.streamlets[g.Streamlet]; old != nil {
 		h.mu.Unlock()
-		return nil // a retried request: hosted already
+		// A retried request: hosted already. A manager that had to pick
+		// another replica retries with the new set, which an empty
+		// streamlet takes.
+		old.mu.Lock()
+		if old.buf.Len() == 0 && old.first == g.First {
+			old.replicas = s.replicas
+		}
+		old.mu.Unlock()
+		return nil
 	}
 	h.streamlets[g.Streamlet] = s
 	h.mu.Unlock()
@@ -457,7 +479,7 @@ func (s *Streamlet) hosted(node string) role.Hosted {
 	defer s.mu.Unlock()
 	return role.Hosted{ID: s.id, Epoch: s.epoch, First: s.first, Host: node, Len: uint32(s.buf.Len()),
 		Sealed: s.buf.Sealed(), Succ: s.succ, SuccHost: s.succHost, LeaseEnd: s.leaseEnd,
-		LimitMsgs: uint32(s.limitMsgs)}
+		LimitMsgs: uint32(s.limitMsgs), Replicas: s.replicas}
 }
 
 // Streamlet returns hosted streamlet id, nil if the host does not hold it.

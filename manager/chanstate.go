@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -90,7 +91,7 @@ func (cs *chanState) open() (role.StreamletRef, bool) {
 func (cs *chanState) grantFor(channel string, ref role.StreamletRef) role.Grant {
 	return role.Grant{
 		Channel: channel, Epoch: cs.epoch, Streamlet: ref.ID, Host: ref.Host, First: ref.First,
-		LimitMsgs: cs.limits.Msgs, LimitSize: cs.limits.Size, LeaseEnd: ref.LeaseEnd,
+		LimitMsgs: cs.limits.Msgs, LimitSize: cs.limits.Size, LeaseEnd: ref.LeaseEnd, Replicas: ref.Replicas,
 	}
 }
 
@@ -102,10 +103,13 @@ func (cs *chanState) leaseOver(now int64) (role.StreamletRef, bool) {
 	return role.StreamletRef{}, false
 }
 
-// addOpen records a newly opened streamlet. The caller must have checked
-// that none is open.
-func (cs *chanState) addOpen(id uint64, host string, now int64) role.StreamletRef {
-	ref := role.StreamletRef{ID: id, Host: host, First: cs.next, LeaseEnd: now + int64(cs.limits.Life)}
+// addOpen records a newly opened streamlet held by replicas (the orderer
+// first). The caller must have checked that none is open.
+func (cs *chanState) addOpen(id uint64, replicas []string, now int64) role.StreamletRef {
+	ref := role.StreamletRef{ID: id, Host: replicas[0], First: cs.next, LeaseEnd: now + int64(cs.limits.Life)}
+	if len(replicas) > 1 {
+		ref.Replicas = append([]string(nil), replicas...)
+	}
 	cs.list = append(cs.list, ref)
 	cs.seq++
 	return ref
@@ -275,6 +279,7 @@ func (cs *chanState) info(openLen int) role.ChannelInfo {
 // a new incarnation at that clock base.
 func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Duration) *chanState {
 	cs := newChanState(now.Add(skew), l)
+	hs = mergeReplicas(hs)
 	if len(hs) == 0 {
 		return cs
 	}
@@ -303,7 +308,7 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 			} else if n > 0 && cs.list[n-1].End < h.First {
 				cs.list = append(cs.list, role.StreamletRef{First: cs.list[n-1].End, End: h.First, Closed: true, Lost: true, Expires: exp})
 			}
-			cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, First: h.First, LeaseEnd: h.LeaseEnd})
+			cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, Replicas: h.Replicas, First: h.First, LeaseEnd: h.LeaseEnd})
 			cs.next = h.First
 			cs.seq = uint64(len(kept))
 			return cs
@@ -321,7 +326,7 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 				cs.list = append(cs.list, role.StreamletRef{First: prev, End: h.First, Closed: true, Lost: true, Expires: exp})
 			}
 		}
-		cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, First: h.First, End: end,
+		cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, Replicas: h.Replicas, First: h.First, End: end,
 			Closed: true, Lost: h.Lost, Expires: exp})
 		found[h.ID] = true
 	}
@@ -340,4 +345,58 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 	}
 	cs.seq = uint64(len(kept))
 	return cs
+}
+
+// mergeReplicas folds the reports of one streamlet by several replicas
+// into one entry (pure; for rebuildState). The entry is the orderer's
+// report when the orderer answered (it holds everything any replica
+// holds), else the longest; a final (recovered) report wins over both,
+// since its length is the streamlet's content. Replicas becomes the
+// recorded set restricted to the nodes that reported, in the recorded
+// order, always led by Host, the recorded orderer, even when it did not
+// report (the first replica is the orderer everywhere): an open streamlet
+// whose orderer is gone is recovered when it is sealed (the manager then
+// reads the survivors' tails). Single-copy reports pass through unchanged.
+func mergeReplicas(hs []role.Hosted) []role.Hosted {
+	idx := make(map[uint64]int, len(hs))
+	out := make([]role.Hosted, 0, len(hs))
+	reporters := make(map[uint64][]string)
+	for _, h := range hs {
+		if len(h.Replicas) > 1 {
+			reporters[h.ID] = append(reporters[h.ID], h.Host)
+		}
+		i, ok := idx[h.ID]
+		if !ok {
+			idx[h.ID] = len(out)
+			out = append(out, h)
+			continue
+		}
+		cur := &out[i]
+		orderer := len(h.Replicas) > 0 && h.Host == h.Replicas[0]
+		curOrderer := len(cur.Replicas) > 0 && cur.Host == cur.Replicas[0]
+		switch {
+		case cur.Final:
+		case h.Final, orderer, !curOrderer && h.Len > cur.Len:
+			*cur = h
+		}
+	}
+	for i := range out {
+		h := &out[i]
+		rep, ok := reporters[h.ID]
+		if !ok {
+			continue
+		}
+		set := []string{h.Replicas[0]}
+		for _, n := range h.Replicas[1:] {
+			if slices.Contains(rep, n) {
+				set = append(set, n)
+			}
+		}
+		h.Host = h.Replicas[0]
+		h.Replicas = set
+		if len(set) == 1 {
+			h.Replicas = nil
+		}
+	}
+	return out
 }

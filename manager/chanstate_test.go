@@ -63,7 +63,7 @@ func TestChanState_OpenCloseExpireLifecycle(t *testing.T) {
 	ns := t0.UnixNano()
 	ttl := int64(l.TTL)
 
-	a := cs.addOpen(1, "h", ns)
+	a := cs.addOpen(1, []string{"h"}, ns)
 	if a.First != base || a.LeaseEnd != ns+int64(l.Life) || a.Closed {
 		t.Fatalf("opened %+v", a)
 	}
@@ -95,7 +95,7 @@ func TestChanState_OpenCloseExpireLifecycle(t *testing.T) {
 		t.Fatalf("closing twice changed the state: %+v", cs.list)
 	}
 
-	b := cs.addOpen(2, "h", ns+30)
+	b := cs.addOpen(2, []string{"h"}, ns+30)
 	if b.First != base+4 {
 		t.Fatalf("second streamlet starts at %d, want %d", b.First, base+4)
 	}
@@ -105,9 +105,9 @@ func TestChanState_OpenCloseExpireLifecycle(t *testing.T) {
 	if cs.list[1].Expires != cs.list[0].Expires {
 		t.Fatalf("later streamlet expires at %d, earlier at %d", cs.list[1].Expires, cs.list[0].Expires)
 	}
-	c := cs.addOpen(3, "h", ns+40)
+	c := cs.addOpen(3, []string{"h"}, ns+40)
 	cs.close(3, c.First, ns+50) // closed empty
-	d := cs.addOpen(4, "h", ns+60)
+	d := cs.addOpen(4, []string{"h"}, ns+60)
 	checkInvariants(t, cs)
 	if d.First != base+9 {
 		t.Fatalf("streamlet after an empty one starts at %d, want %d", d.First, base+9)
@@ -166,7 +166,7 @@ func TestChanState_ExpiryNeverSkipsAnEarlierStreamlet(t *testing.T) {
 
 func TestChanState_CloseClampsEnd(t *testing.T) {
 	cs := newChanState(t0, testLimits())
-	a := cs.addOpen(1, "h", 0)
+	a := cs.addOpen(1, []string{"h"}, 0)
 	cs.close(1, a.First-5, 1)
 	if cs.list[0].End != a.First || cs.next != a.First {
 		t.Fatalf("end before first not clamped: %+v next %d", cs.list[0], cs.next)

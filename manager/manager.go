@@ -47,6 +47,9 @@ type Manager struct {
 	}
 
 	grants atomic.Int64 // write grants issued (metrics)
+	// degraded counts streamlets opened with fewer replicas than
+	// configured; degradedLog is when that was last logged (unix ns).
+	degraded, degradedLog atomic.Int64
 
 	tombMu    sync.Mutex
 	tombs     map[string]tombstone
@@ -337,43 +340,47 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 	}
 	var exclude []string
 	for tries := 0; tries < 4; tries++ {
-		node := m.cfg.Node
-		if m.cl != nil {
-			var ok bool
-			node, ok = m.cl.Choose(channel, cs.seq, Load{cs.msgsPerSec, cs.bytesPerSec, cs.readers}, exclude)
-			if !ok {
-				break
-			}
-		}
-		host := m.hostOf(node)
-		if host == nil {
-			exclude = append(exclude, node)
-			continue
+		set, hosts := m.chooseReplicas(channel, cs, exclude)
+		if len(set) == 0 {
+			break
 		}
 		prev, hasPrev := cs.last()
 		id := cs.successorID(prev.ID, m.cfg.NewID)
 		if hasPrev && m.cl != nil && prev.ID != 0 && !prev.Lost {
 			// Record the successor before opening it, as a compare-and-
-			// set on the predecessor's host (DESIGN.md, "Positions are
-			// never reused"); the predecessor may be gone. The id is
-			// claimed until it is opened: a retry (another host, or a
-			// later grant after this one failed) records the same id,
-			// which the host accepts again.
-			if ph := m.hostOf(prev.Host); ph != nil {
-				if _, err := ph.Seal(prev.ID, id, node); errors.Is(err, role.ErrSuccessorTaken) {
-					return role.Grant{}, err
+			// set on the predecessor's replicas (DESIGN.md, "Positions are
+			// never reused"); some may be gone. The id is claimed until it
+			// is opened: a retry (other hosts, or a later grant after this
+			// one failed) records the same id, which the hosts accept again.
+			for _, node := range prev.Set() {
+				if ph := m.hostOf(node); ph != nil {
+					if _, err := ph.Seal(prev.ID, id, set[0]); errors.Is(err, role.ErrSuccessorTaken) {
+						return role.Grant{}, err
+					}
 				}
 			}
 			cs.claim(prev.ID, id)
 		}
-		ref := cs.addOpen(id, node, now)
+		ref := cs.addOpen(id, set, now)
 		g := cs.grantFor(channel, ref)
-		if err := host.HostStreamlet(g); err != nil {
+		// The followers first, the orderer last: once the orderer hosts
+		// it, every replica it forwards to exists.
+		failed := ""
+		for i := len(hosts) - 1; i >= 0; i-- {
+			if err := hosts[i].HostStreamlet(g); err != nil {
+				failed = set[i]
+				break
+			}
+		}
+		if failed != "" {
 			cs.list = cs.list[:len(cs.list)-1]
-			exclude = append(exclude, node)
+			exclude = append(exclude, failed)
 			continue
 		}
 		cs.claim(0, 0)
+		if want := cs.limits.Replicas; m.cl != nil && len(set) < want {
+			m.noteDegraded(channel, len(set), want)
+		}
 		if m.cl != nil && len(cs.rnodes) > 0 {
 			m.cl.Notify(channel, readerNodes(cs))
 		}
@@ -381,6 +388,53 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 	}
 	return role.Grant{}, fmt.Errorf("%w: no node could host a streamlet of %q", role.ErrNoHost, channel)
 }
+
+// chooseReplicas picks the replica set of the channel's next streamlet:
+// Limits.Replicas distinct live nodes (fewer when fewer are alive and not
+// excluded), each chosen by the load-weighted placement with the ones
+// already chosen excluded, so no node holds two replicas of a streamlet;
+// the first orders the appends. It returns the nodes and their Host roles.
+func (m *Manager) chooseReplicas(channel string, cs *chanState, exclude []string) ([]string, []role.Host) {
+	if m.cl == nil {
+		return []string{m.cfg.Node}, []role.Host{m.cfg.Host}
+	}
+	want := max(cs.limits.Replicas, 1)
+	load := Load{cs.msgsPerSec, cs.bytesPerSec, cs.readers}
+	ex := append([]string(nil), exclude...)
+	var set []string
+	var hosts []role.Host
+	for len(set) < want {
+		node, ok := m.cl.Choose(channel, cs.seq, load, ex)
+		if !ok {
+			break
+		}
+		ex = append(ex, node)
+		if h := m.hostOf(node); h != nil {
+			set, hosts = append(set, node), append(hosts, h)
+		}
+	}
+	return set, hosts
+}
+
+// noteDegraded counts a streamlet opened with fewer replicas than its
+// channel asks for (fewer live nodes than Limits.Replicas) and logs it, at
+// most once per degradedLogEvery.
+func (m *Manager) noteDegraded(channel string, have, want int) {
+	m.degraded.Add(1)
+	now := m.now().UnixNano()
+	last := m.degradedLog.Load()
+	if now-last >= int64(degradedLogEvery) && m.degradedLog.CompareAndSwap(last, now) && m.cfg.Log != nil {
+		m.cfg.Log.Warn("sluice cluster: streamlet opened with fewer replicas than configured (too few live nodes)",
+			"channel", channel, "replicas", have, "configured", want, "degraded_total", m.degraded.Load())
+	}
+}
+
+// degradedLogEvery rate-limits noteDegraded's log line.
+const degradedLogEvery = 10 * time.Second
+
+// Degraded reports how many streamlets were opened with fewer replicas
+// than configured (metrics).
+func (m *Manager) Degraded() int64 { return m.degraded.Load() }
 
 // sealRef closes the open streamlet ref at its host; when the host cannot
 // be reached the streamlet is treated as lost with it.

@@ -30,13 +30,36 @@ type Grant struct {
 	LimitMsgs int
 	LimitSize int
 	LeaseEnd  int64 // unix nanoseconds; writes are refused from then on
+	// Replicas names the nodes holding the streamlet, Host first: the
+	// first replica orders the appends (assigns positions) and forwards
+	// them to the others; a write is acknowledged once every replica holds
+	// it. nil or one entry: the streamlet has a single copy, on Host.
+	Replicas []string
+}
+
+// Set returns the streamlet's replica set: Replicas, or just Host.
+func (g *Grant) Set() []string { return replicaSet(g.Host, g.Replicas) }
+
+func replicaSet(host string, replicas []string) []string {
+	if len(replicas) > 0 {
+		return replicas
+	}
+	if host == "" {
+		return nil
+	}
+	return []string{host}
 }
 
 // StreamletRef is one entry of a channel's streamlet list.
 type StreamletRef struct {
-	ID    uint64
-	Host  string
-	First uint64
+	ID uint64
+	// Host is the streamlet's first replica, which orders its appends;
+	// Replicas (when there are several) lists every node holding a copy,
+	// Host first. A replica that died is removed from the list; the
+	// streamlet is Lost only when none is left.
+	Host     string
+	Replicas []string
+	First    uint64
 	// End is one past the last position; meaningful only when Closed.
 	End    uint64
 	Closed bool
@@ -49,6 +72,9 @@ type StreamletRef struct {
 	// Expires is when a closed streamlet is freed (unix ns); 0 while open.
 	Expires int64
 }
+
+// Set returns the streamlet's replica set: Replicas, or just Host.
+func (r *StreamletRef) Set() []string { return replicaSet(r.Host, r.Replicas) }
 
 // ChannelInfo is a reader's view of a channel: what is retained and where.
 type ChannelInfo struct {
@@ -134,6 +160,14 @@ type Hosted struct {
 	SuccHost         string
 	LeaseEnd         int64
 	LimitMsgs        uint32
+	// Replicas is the replica set the streamlet was hosted with (orderer
+	// first; nil for a single copy). Every replica reports the streamlet,
+	// each with its own Len.
+	Replicas []string
+	// Fenced: recovery fenced this replica (it takes no more appends);
+	// Final: recovery sealed it at its present length, which is then the
+	// streamlet's content on every replica that survived.
+	Fenced, Final bool
 	// Lost is set by the rebuilding manager, not by hosts: the streamlet
 	// could not be sealed because its host is gone.
 	Lost bool
@@ -146,6 +180,9 @@ type Hosted struct {
 type Limits struct {
 	Msgs, Size int
 	Life, TTL  time.Duration
+	// Replicas is how many distinct nodes hold each streamlet (1 or more;
+	// 0 counts as 1).
+	Replicas int
 }
 
 // Errors of the roles.

@@ -438,5 +438,8 @@ func (n *NodeDec) Fail(format string, args ...any) { n.d.failf(format, args...) 
 // Err returns the sticky error.
 func (n *NodeDec) Err() error { return n.d.err }
 
+// More reports whether bytes are left to read (and no error occurred).
+func (n *NodeDec) More() bool { return n.d.err == nil && n.d.off < len(n.d.b) }
+
 // Done returns the sticky error, or an error when bytes are left over.
 func (n *NodeDec) Done() error { return n.d.exact() }

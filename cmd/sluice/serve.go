@@ -91,6 +91,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.Var(byteSize{&o.LimitSize}, "limit-size", "stored `BYTES` per streamlet")
 	fs.DurationVar(&o.LimitLife, "limit-life", o.LimitLife, "write lease of a streamlet, `DUR`")
 	fs.DurationVar(&o.TTL, "ttl", o.TTL, "retention of a streamlet, `DUR`")
+	fs.IntVar(&o.Replicas, "replicas", o.Replicas, "in a cluster, distinct nodes holding each streamlet, `N` (a publish is acknowledged once all hold it)")
 	fs.Var(byteSize{&o.MaxRetained}, "max-retained", "message history this node keeps in memory, `BYTES`; past it the oldest closed streamlets expire early (0 = no bound)")
 	fs.DurationVar(&o.DedupWindow, "dedup-window", o.DedupWindow, "how long a message id is remembered for deduplication, `DUR` (at most --ttl is used)")
 	fs.IntVar(&o.DedupIDs, "dedup-ids", o.DedupIDs, "message ids remembered per channel, `N` (about 40 bytes each; the newest N/2 at least are kept)")
