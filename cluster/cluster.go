@@ -6,10 +6,13 @@
 // op's body in one place), the router that sends a manager call to the
 // channel's manager node, the remote Host, and the node's Status.
 //
-// It is the only package that knows node links exist. It never touches
-// gnet: the engine's event loops carry the links' bytes through the
-// Transport and Conn interfaces, and the engine's gateway is reached
-// through the Gateway interface.
+// It is the only package that knows node links exist: it owns both sides
+// of every node connection, the handshake, the record layer and the
+// meaning of every node frame (link.go outbound, accept.go inbound,
+// nodeconn.go what they share). It never touches gnet: the engine's event
+// loops carry the connections' bytes through the Transport, Conn and
+// NodeConn interfaces, and the engine's gateway is reached through the
+// Gateway interface.
 package cluster
 
 import (
@@ -104,8 +107,13 @@ type Gateway interface {
 	Changed(channel string)
 	// HostDown: node failed; the gateway's copies it fed end where they are.
 	HostDown(node string)
-	// Feed applies a NODE_FEED that arrived on a link (on the link's loop).
-	Feed(f wire.NodeFeed, stamps, run []byte)
+	// Copy returns this node's copy of the remote streamlet id (nil if
+	// there is none), which a NODE_FEED on a link fills (on the link's
+	// loop).
+	Copy(id uint64) *host.Streamlet
+	// Wake wakes the local readers of channel: a copy of one of its
+	// streamlets was filled.
+	Wake(channel string)
 	// SetNodes replaces the client addresses advertised in WELCOME.
 	SetNodes(addrs []string)
 	// Conns reports the node's open connections (load report).
@@ -125,8 +133,10 @@ type Config struct {
 	Gateway Gateway
 	// Transport enrolls dialed links in the engine's event loops.
 	Transport Transport
-	Log       *slog.Logger
-	Clock     func() time.Time
+	// Conns are the limits of node connections.
+	Conns ConnOptions
+	Log   *slog.Logger
+	Clock func() time.Time
 }
 
 // Cluster is the node's cluster layer: membership and load gossip, the
@@ -140,11 +150,14 @@ type Cluster struct {
 	// appendSent and appendRaw count NODE_APPEND bytes as sent and as they
 	// would be uncompressed (Append).
 	appendSent, appendRaw atomic.Uint64
-	mgr                   *manager.Manager
-	host                  *host.Host
-	gw                    Gateway
-	log                   *slog.Logger
-	clientAddr            string
+	// feedRaw and feedSent count NODE_FEED bytes as they would be
+	// uncompressed and as sent (acceptConn's feeds).
+	feedRaw, feedSent atomic.Uint64
+	mgr               *manager.Manager
+	host              *host.Host
+	gw                Gateway
+	log               *slog.Logger
+	clientAddr        string
 	// ml is set once membership started; the loops serve peers (status)
 	// before that.
 	ml atomic.Pointer[membership.Node]
@@ -790,7 +803,7 @@ func (c *Cluster) Shutdown() {
 	c.links = map[string]*Link{}
 	c.mu.Unlock()
 	for _, l := range links {
-		l.close(ErrLinkDown) // calls in flight fail now
+		l.close(ErrLinkDown, false) // calls in flight fail now
 	}
 	c.wg.Wait()
 	c.poolWG.Wait()

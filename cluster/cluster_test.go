@@ -181,12 +181,13 @@ func TestChoose_RotatesAHotChannel(t *testing.T) {
 
 type nopGateway struct{}
 
-func (nopGateway) Changed(string)                     {}
-func (nopGateway) HostDown(string)                    {}
-func (nopGateway) Feed(wire.NodeFeed, []byte, []byte) {}
-func (nopGateway) SetNodes([]string)                  {}
-func (nopGateway) Conns() int                         { return 0 }
-func (nopGateway) CutOff()                            {}
+func (nopGateway) Changed(string)              {}
+func (nopGateway) HostDown(string)             {}
+func (nopGateway) Copy(uint64) *host.Streamlet { return nil }
+func (nopGateway) Wake(string)                 {}
+func (nopGateway) SetNodes([]string)           {}
+func (nopGateway) Conns() int                  { return 0 }
+func (nopGateway) CutOff()                     {}
 
 // TestShutdown_StopsEveryGoroutine: the pool's workers, the interest
 // worker and the pool's running calls end with Shutdown, and Go refuses

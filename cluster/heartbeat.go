@@ -93,7 +93,7 @@ func (c *Cluster) heartbeat(now time.Time) {
 		if paused {
 			l.lastRecv.Store(now.UnixNano())
 		} else if linkDead(now.UnixNano(), l.lastRecv.Load(), timeout) {
-			l.close(fmt.Errorf("%w: %s: nothing received for %v (heartbeat)", ErrLinkDown, l.node, timeout))
+			l.close(fmt.Errorf("%w: %s: nothing received for %v (heartbeat)", ErrLinkDown, l.node, timeout), false)
 			continue
 		}
 		_ = l.send(wire.AppendPing(nil, 0))

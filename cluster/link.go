@@ -27,33 +27,16 @@ var errLinkBacklog = errors.New("cluster: link to peer node backlogged")
 // engine, what may wait in its connection's output).
 const LinkBacklog = 64 << 20
 
-// Transport enrolls dialed node connections in the engine's event loops.
-type Transport interface {
-	// Enroll hands c, connected and past the node handshake, to an event
-	// loop, which owns it from then on: the loop calls lk.Attach when it
-	// opens the connection, lk.Receive for every frame read from it and
-	// lk.Closed when it closes. Enroll returns once the loop accepted the
-	// connection or deadline passed; it must not run on a loop.
-	Enroll(c net.Conn, lk *Link, deadline time.Time) error
-}
-
-// Conn is the event loop's side of an enrolled link.
-type Conn interface {
-	// Kick asks the loop to call Link.Drain soon (from any goroutine).
-	Kick()
-	// Close closes the connection on its loop after what was drained is
-	// written (from any goroutine).
-	Close()
-}
-
 // Link is this node's outbound connection to one peer node: requests go
 // out on it, and answers and NODE_FEED come back. It is dialed and
 // handshaken by the goroutine that needs it, then enrolled in an event
 // loop (Transport.Enroll), which owns the connection from then on: the
 // loop hands it every frame read (Receive) and writes what was queued
 // (Drain, when kicked, so everything queued meanwhile goes out in one
-// write). Methods are safe for concurrent use unless they say otherwise;
-// callbacks run on the loop and must not block.
+// write). The Link is also the connection's protocol as the loop carries
+// it (NodeConn): the record layer and the frames' meaning. Methods are
+// safe for concurrent use unless they say otherwise; NodeConn's methods
+// run on the loop and must not block.
 type Link struct {
 	cl   *Cluster
 	node string
@@ -63,6 +46,12 @@ type Link struct {
 	// (Attach); ready is closed then.
 	c     Conn
 	ready chan struct{}
+
+	// Owned by the loop: the record layer, an inflated NODE_FEED, and
+	// the error that ends the link found while reading.
+	io    nodeIO
+	z     []byte
+	inErr error
 
 	mu       sync.Mutex
 	out      []byte
@@ -112,7 +101,7 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 	select {
 	case <-l.ready:
 	case <-t.C:
-		l.close(fmt.Errorf("%w: %s: not opened by the event loop in time", ErrLinkDown, node))
+		l.close(fmt.Errorf("%w: %s: not opened by the event loop in time", ErrLinkDown, node), false)
 	}
 	if e := l.error(); e != nil {
 		return nil, e
@@ -120,10 +109,15 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 	return l, nil
 }
 
-// Attach is called by the loop that opened the enrolled connection, with
-// its side of it; false means the link ended meanwhile (the loop closes
-// the connection).
+// Attach implements Enrolled: it is called by the loop that opened the
+// enrolled connection, with its side of it; false means the link ended
+// meanwhile (the loop closes the connection).
 func (lk *Link) Attach(c Conn) bool {
+	// The record layer first: a kick may queue output at once.
+	lk.io.limit = lk.cl.cfg.Conns.MaxBody
+	if !lk.cl.cfg.Conns.Plain {
+		lk.io.sealed(lk.sess)
+	}
 	lk.mu.Lock()
 	dead := lk.err != nil
 	lk.c, lk.attached = c, true
@@ -134,18 +128,13 @@ func (lk *Link) Attach(c Conn) bool {
 	lk.mu.Unlock()
 	close(lk.ready)
 	if kick {
-		c.Kick()
+		c.Execute(lk.drain)
 	}
 	return !dead
 }
 
 // Node returns the name of the peer node.
 func (lk *Link) Node() string { return lk.node }
-
-// Session returns the outcome of the link's node handshake: the keys of
-// its record layer (PROTOCOL.md 9.8), which the loop that owns the
-// connection seals and opens every byte with.
-func (lk *Link) Session() *wire.NodeSession { return lk.sess }
 
 func (lk *Link) error() error {
 	lk.mu.Lock()
@@ -181,21 +170,25 @@ func (l *Link) queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header
 	}
 	l.mu.Unlock()
 	if kick {
-		l.c.Kick()
+		l.c.Execute(l.drain)
 	}
 	return nil
 }
 
-// Drain hands what was queued to write (on the link's loop, when kicked;
-// write copies it into the connection's output).
-func (l *Link) Drain(write func([]byte)) {
+// drain moves what was queued into the connection's output (on the
+// link's loop, when kicked), so that everything queued meanwhile goes out
+// in one write.
+func (l *Link) drain() {
 	l.mu.Lock()
 	buf := l.out
 	l.out, l.spare = l.spare[:0], nil
 	l.flushing = false
+	dead := l.err != nil
 	l.mu.Unlock()
-	if len(buf) > 0 {
-		write(buf)
+	if len(buf) > 0 && !dead {
+		b := l.c.OwnStart()
+		b = append(b, buf...)
+		l.c.OwnEnd(b)
 	}
 	if cap(buf) <= 4<<20 {
 		l.mu.Lock()
@@ -262,9 +255,43 @@ func (l *Link) send(frame []byte) error {
 	return l.queue(func(dst []byte, _ uint32) []byte { return append(dst, frame...) }, nil)
 }
 
-// Receive handles one frame from the peer (on the link's loop); an error
-// ends the link (the loop then closes the connection).
-func (l *Link) Receive(h wire.Header, body []byte) error {
+// Input implements NodeConn: the records read are opened, and every
+// frame is handled (receive); a frame that cannot be taken ends the link.
+func (l *Link) Input(raw []byte) int {
+	if l.inErr != nil {
+		return len(raw)
+	}
+	n, err := l.io.input(raw, l)
+	if err == nil {
+		err = l.inErr
+	} else {
+		err = fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
+	}
+	if err != nil {
+		l.inErr = err
+		l.fail(err)
+		return len(raw)
+	}
+	return n
+}
+
+// frame handles one frame (frameHandler).
+func (l *Link) frame(h wire.Header, body []byte) bool {
+	body, err := inflateFeed(&l.z, h, body, l.io.limit)
+	if err != nil {
+		l.inErr = fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
+		return false
+	}
+	if err := l.receive(h, body); err != nil {
+		l.inErr = err
+		return false
+	}
+	return true
+}
+
+// receive handles one frame from the peer (on the link's loop); an error
+// ends the link.
+func (l *Link) receive(h wire.Header, body []byte) error {
 	l.lastRecv.Store(l.cl.now().UnixNano()) // the heartbeat's clock
 	switch h.Type {
 	case wire.TypeNodeResponse, wire.TypeNodeAppended:
@@ -280,7 +307,7 @@ func (l *Link) Receive(h wire.Header, body []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
 		}
-		l.cl.gw.Feed(f, stamps, run)
+		l.cl.fillCopy(f, stamps, run)
 	case wire.TypePing:
 		return l.send(wire.AppendPong(nil, h.ID))
 	case wire.TypePong:
@@ -290,12 +317,57 @@ func (l *Link) Receive(h wire.Header, body []byte) error {
 	return nil
 }
 
-// Closed is called by the loop when the link's connection closed.
-func (l *Link) Closed(err error) { l.close(err) }
+// fillCopy applies a NODE_FEED (on the link's loop) to this node's copy
+// of the streamlet: records are appended with their original stamps, a
+// sealed or gone feed ends the copy, and the channel's readers are woken.
+func (c *Cluster) fillCopy(f wire.NodeFeed, stamps, run []byte) {
+	s := c.gw.Copy(f.Streamlet)
+	if s == nil {
+		return // dropped meanwhile
+	}
+	s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, bool, int64) {
+		var p []byte
+		var ext bool
+		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
+		return p, ext, wire.FeedStamp(stamps, i)
+	}, f.Flags&(wire.FeedSealed|wire.FeedGone) != 0)
+	c.gw.Wake(s.Channel())
+}
+
+// Write implements NodeConn: the output is sealed.
+func (l *Link) Write(iov [][]byte, w Writer) error { return l.io.write(iov, w) }
+
+// Sweep implements NodeConn: a link's liveness is its heartbeat's
+// (heartbeat.go), not the connection's timers.
+func (l *Link) Sweep(int64) {}
+
+// Stalled implements NodeConn: the peer does not read; the link ends.
+func (l *Link) Stalled(pending int) {
+	l.fail(fmt.Errorf("%w: %s does not read (%d bytes pending)", ErrLinkDown, l.node, pending))
+}
+
+// GoAway implements NodeConn: nothing is sent; the link ends when the
+// engine closes its connection at the end of the shutdown.
+func (l *Link) GoAway() {}
+
+// Linger implements NodeConn: a link closes at once.
+func (l *Link) Linger() bool { return false }
+
+// Closed implements NodeConn: the loop closed the link's connection
+// (closing it again is a no-op).
+func (l *Link) Closed() {
+	l.close(fmt.Errorf("%w: %s: connection closed", ErrLinkDown, l.node), true)
+}
+
+// fail ends the link from its loop and closes its connection there.
+func (l *Link) fail(err error) {
+	l.close(err, true)
+}
 
 // close ends the link once: requests in flight fail with err, and the
-// cluster learns that the peer may be gone.
-func (l *Link) close(err error) {
+// cluster learns that the peer may be gone. onLoop says the caller runs
+// on the link's loop.
+func (l *Link) close(err error, onLoop bool) {
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
@@ -309,7 +381,11 @@ func (l *Link) close(err error) {
 	if attached {
 		// Close the connection on its loop (a no-op when the loop
 		// closes it already).
-		l.c.Close()
+		if onLoop {
+			l.c.Close()
+		} else {
+			l.c.Execute(l.c.Close)
+		}
 	}
 	for _, cb := range calls {
 		cb(wire.Header{}, nil, err)

@@ -64,18 +64,15 @@ type conn struct {
 	watchTok   uint32
 	watchArmed bool
 
-	// peer is set when the connection is from a peer node (peer.go);
-	// link when it is this node's connection to a peer (cluster.Link,
-	// carried by nodelink.go).
-	peer *peerConn
-	link *cluster.Link
+	// node is set on a node connection, of either direction: its
+	// protocol (package cluster), whose bytes the loop carries
+	// (nodelink.go); nodeOwn and nodeOwnCap are its pending
+	// OwnStart's.
+	node       cluster.NodeConn
+	nodeOwn    int
+	nodeOwnCap int
 	// ws is set on a connection of the WebSocket listener (ws.go).
 	ws *wsConn
-	// nodeAccept is the acceptor's handshake state between NODE_HELLO
-	// and NODE_PROOF; ns the record layer once a node handshake is done
-	// (nodeseal.go).
-	nodeAccept *wire.NodeAcceptor
-	ns         *nodeSeal
 }
 
 // outbound is the number of bytes waiting to be written to the peer.
@@ -156,9 +153,10 @@ func (c *conn) flush() {
 	if c.ws != nil {
 		c.wsFlush()
 	} else if len(c.iov) > 0 && !c.closed {
-		if c.ns != nil {
-			// On a write error gnet closes the conn (OnClose).
-			if err := c.ns.writeSealed(c.iov, c.gc); err != nil {
+		if c.node != nil {
+			// Sealed by the node connection's record layer. On a write
+			// error gnet closes the conn (OnClose).
+			if err := c.node.Write(c.iov, c.gc); err != nil {
 				_ = c.gc.Close()
 			}
 		} else {

@@ -113,7 +113,7 @@ func (cs *consoleSrc) Status(ctx context.Context) (console.Status, error) {
 				lc.pubMsgs, lc.pubBytes = 0, 0
 			}
 			for c := range l.conns {
-				if !c.closed && c.link == nil && c.peer == nil {
+				if !c.closed && c.node == nil {
 					smp.conns++
 				}
 			}

@@ -62,20 +62,12 @@ type loop struct {
 	// hosts (remotewrite.go), bounded by maxLoopPend.
 	remoteBytes int
 
-	// node-to-node scratch (peer.go)
-	peerPayloads [][]byte
-	peerPos      []uint64
-	peerExt      []bool
-	peerDup      []bool
 	// inflated holds the decompressed bodies of the run's compressed
 	// publishes until flushRun (msgext.go); zin and zrun are scratch of
 	// compressed output.
 	inflated []byte
 	zin      []byte
 	db       dataBatch // the batch being delivered (msgdata.go)
-	nodeZ    []byte    // an inflated NODE_APPEND (msgext.go)
-	feedZ    []byte    // an inflated NODE_FEED
-	stamps   []int64
 }
 
 // maxRun bounds a run of publishes, and so how long one loop holds a
@@ -128,9 +120,9 @@ func (l *loop) end() {
 	// leaves room for that.
 	hard := 2*l.srv.opts.OutboundLimit + maxBatch + 64
 	for _, c := range l.dirty {
-		if c.link != nil {
+		if c.node != nil {
 			if !c.closing && c.outbound() > cluster.LinkBacklog {
-				failLink(c, fmt.Errorf("%w: %s does not read (%d bytes pending)", cluster.ErrLinkDown, c.link.Node(), c.outbound()))
+				c.node.Stalled(c.outbound())
 			}
 			continue
 		}
@@ -221,11 +213,8 @@ func (l *loop) closed(c *conn) {
 }
 
 func (l *loop) cleanup(c *conn) {
-	if c.peer != nil {
-		closePeer(c)
-	}
-	if c.link != nil {
-		c.link.Closed(fmt.Errorf("%w: %s: connection closed", cluster.ErrLinkDown, c.link.Node()))
+	if c.node != nil {
+		c.node.Closed()
 	}
 	for _, s := range c.subs {
 		if !s.pending {
@@ -243,18 +232,9 @@ func (l *loop) cleanup(c *conn) {
 // is checked before its bytes are waited for, so at most HeaderLen+maxBody
 // bytes of one frame are ever buffered.
 func (l *loop) traffic(c *conn) gnet.Action {
-	if c.ns != nil {
+	if c.node != nil {
 		l.begin()
-		if c.peer != nil {
-			c.noteInput(l.now)
-		}
-		l.sealedTraffic(c)
-		l.end()
-		return gnet.None
-	}
-	if c.link != nil {
-		l.begin()
-		l.linkTraffic(c)
+		l.nodeTraffic(c)
 		l.end()
 		return gnet.None
 	}
@@ -265,14 +245,18 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	c.noteInput(l.now)
 	buf, _ := c.gc.Peek(-1)
 	off := 0
-	for !c.closing && !c.closed && c.ns == nil {
+	for !c.closing && !c.closed {
 		limit := l.srv.maxBody
-		if c.peer != nil {
-			limit = l.srv.peerMaxBody
-		} else if !c.hello {
+		if !c.hello {
 			// Before the handshake only a HELLO is valid: never buffer
 			// more than the smallest body limit for an unidentified peer.
 			limit = wire.MinMaxBody
+			if l.nodeHello(c, buf[off:]) {
+				// A node connection from now on, this frame included.
+				l.nodeTraffic(c)
+				l.end()
+				return gnet.None
+			}
 		}
 		h, body, n, err := wire.Split(buf[off:], limit)
 		if err == wire.ErrIncomplete {
@@ -300,84 +284,27 @@ func (l *loop) traffic(c *conn) gnet.Action {
 		_, _ = c.gc.Discard(off)
 	}
 	c.notePartial(l.now, len(buf)-off, off > 0)
-	if c.ns != nil && !c.closing && !c.closed && c.gc.InboundBuffered() > 0 {
-		// The node handshake ended inside this read: the rest are records.
-		l.sealedTraffic(c)
-	}
 	l.end()
 	return gnet.None
 }
 
-// sealedTraffic is OnTraffic for a node connection after its handshake
-// (either side): the records gnet buffered are opened into c.ns.plain,
-// and the frames in it are handled as on a plain connection. A record
-// that does not open ends the connection at once.
-func (l *loop) sealedTraffic(c *conn) {
-	raw, _ := c.gc.Peek(-1)
-	n, err := c.ns.input(raw)
-	if n > 0 {
-		l.stats.bytesIn += uint64(n)
-		_, _ = c.gc.Discard(n) // never 0: see traffic
+// nodeHello reports whether the first frame of c, a connection that has
+// not said HELLO (off == 0 in traffic: every frame before HELLO but HELLO
+// ends the connection), is NODE_HELLO and the control plane took c as a
+// node connection (a cluster node; a single node answers NODE_HELLO like
+// any other frame before HELLO). Only the header's type is looked at;
+// the frame is the node connection's to read.
+func (l *loop) nodeHello(c *conn, buf []byte) bool {
+	if len(buf) < wire.HeaderLen || wire.Type(buf[4]) != wire.TypeNodeHello {
+		return false
 	}
-	if err != nil {
-		l.nodeInputFailed(c, err)
-		return
+	nc := l.srv.plane.acceptNode((*nodeCarrier)(c))
+	if nc == nil {
+		return false
 	}
-	buf := c.ns.plain
-	off := 0
-	for !c.closing && !c.closed {
-		h, body, m, err := wire.Split(buf[off:], l.srv.peerMaxBody)
-		if err == wire.ErrIncomplete {
-			break
-		}
-		if err != nil {
-			if c.link != nil {
-				failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, c.link.Node(), err))
-			} else {
-				code := wire.CodeProtocolError
-				if isTooLarge(err) {
-					code = wire.CodeFrameTooLarge
-				}
-				c.sendError(0, code, err.Error())
-			}
-			break
-		}
-		off += m
-		if c.link != nil {
-			if body, err = l.inflateFeed(h, body); err != nil {
-				failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, c.link.Node(), err))
-				break
-			}
-			if err := c.link.Receive(h, body); err != nil {
-				failLink(c, err)
-				break
-			}
-			continue
-		}
-		l.frame(c, h, body)
-	}
-	if c.closing || c.closed {
-		off = len(buf)
-	}
-	c.ns.consumed(off)
-	if c.link == nil { // a link's peer is judged by its requests' timeouts
-		c.notePartial(l.now, len(raw)-n+len(c.ns.plain), off > 0)
-	}
-}
-
-// nodeInputFailed ends a node connection whose records do not open: a
-// changed, cut, reordered or injected byte, or a peer without the keys.
-func (l *loop) nodeInputFailed(c *conn, err error) {
-	if c.link != nil {
-		failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, c.link.Node(), err))
-		return
-	}
-	name := ""
-	if c.peer != nil {
-		name = c.peer.name
-	}
-	l.srv.log.Warn("node connection closed: a sealed record did not open", "peer", name, "remote", c.gc.RemoteAddr(), "err", err)
-	c.sendError(0, wire.CodeProtocolError, err.Error()) // sealed with our own key; the link is closed at once (closeGracefully)
+	c.node = nc
+	c.partialSince = 0
+	return true
 }
 
 func (l *loop) frame(c *conn, h wire.Header, body []byte) {
@@ -388,19 +315,7 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 		return
 	}
 	if !c.hello {
-		if c.nodeAccept != nil {
-			l.nodeProof(c, h, body)
-			return
-		}
-		if h.Type == wire.TypeNodeHello {
-			l.nodeHello(c, h, body) // peer.go
-			return
-		}
 		l.hello(c, h, body)
-		return
-	}
-	if c.peer != nil {
-		l.peerFrame(c, h, body)
 		return
 	}
 	if h.Type == wire.TypePublish {
@@ -617,14 +532,18 @@ func (l *loop) sweep() {
 			l.closeGracefully(c)
 			continue
 		}
+		if c.node != nil {
+			if !c.closed {
+				c.node.Sweep(l.now) // its handshake and timers are its own
+			}
+			continue
+		}
 		if !c.hello && !c.closing && c.opened < deadline {
 			c.sendError(0, wire.CodeHandshakeTimeout,
 				fmt.Sprintf("no HELLO within %v", l.srv.opts.HandshakeTimeout))
 		}
-		if c.link == nil { // a link's liveness is its requests' timeouts
-			l.checkIdle(c)
-			l.checkFrame(c)
-		}
+		l.checkIdle(c)
+		l.checkFrame(c)
 	}
 	l.outbound.Store(out)
 	idle := l.now - int64(time.Second)
@@ -658,15 +577,15 @@ const lingerTime = 2 * time.Second
 // client reads the ERROR, then end of stream) and its input is dropped
 // until the client closes or lingerTime passes (sweep calls this again).
 // A connection with output still waiting (a slow consumer) is closed at
-// once: its ERROR would wait behind that output anyway. So are node links,
-// peers and TLS connections.
+// once: its ERROR would wait behind that output anyway. So are TLS
+// connections and node connections past their handshake.
 func (l *loop) closeGracefully(c *conn) {
 	switch {
 	case c.halfClosed:
 		if l.now >= c.lingerEnd {
 			_ = l.el.Close(c.gc)
 		}
-	case c.link != nil || c.peer != nil || c.sec.tls || c.gc.OutboundBuffered() > 0,
+	case (c.node != nil && !c.node.Linger()) || c.sec.tls || c.gc.OutboundBuffered() > 0,
 		syscall.Shutdown(c.gc.Fd(), syscall.SHUT_WR) != nil: // (tried only when the above is false)
 		_ = l.el.Close(c.gc)
 	default:
@@ -680,7 +599,7 @@ func (l *loop) closeGracefully(c *conn) {
 // majority of its cluster (quorum.go), so its clients resume elsewhere.
 func (l *loop) goAwayCutOff() {
 	for c := range l.conns {
-		if c.closing || c.closed || c.link != nil || c.peer != nil || !c.hello {
+		if c.closing || c.closed || c.node != nil || !c.hello {
 			continue
 		}
 		s, k := c.ownStart()
@@ -693,6 +612,10 @@ func (l *loop) goAwayCutOff() {
 func (l *loop) goAway() {
 	for c := range l.conns {
 		if c.closing || c.closed {
+			continue
+		}
+		if c.node != nil {
+			c.node.GoAway()
 			continue
 		}
 		s, k := c.ownStart()

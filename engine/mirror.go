@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
-	"github.com/sluice-rtm/sluice/wire"
 )
 
 // reopenAfter is how long a broken copy waits before its streamlet is
@@ -32,7 +31,8 @@ func copyReopen(now, brokenAt int64, lost bool) (reopen bool, wait time.Duration
 // mirrorSet is a node's copies of remote streamlets, by streamlet id: the
 // one read stream per channel portion per gateway node that all of the
 // node's local subscribers share (host.Host.NewCopy). A copy is written
-// only by its link's loop (NODE_FEED, feed) and read by the loops like a
+// only by its link's loop (NODE_FEED, package cluster, through
+// clusterGateway.Copy) and read by the loops like a
 // hosted streamlet. Safe for concurrent use; mu is never held across I/O
 // or a streamlet's lock.
 type mirrorSet struct {
@@ -112,23 +112,6 @@ func (ms *mirrorSet) existing(id uint64) *host.Streamlet {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	return ms.m[id]
-}
-
-// feed applies a NODE_FEED (on the link's loop): records are appended with
-// their original stamps, a sealed or gone feed ends the copy, and the
-// channel's reader loops are woken.
-func (ms *mirrorSet) feed(f wire.NodeFeed, stamps, run []byte) {
-	s := ms.existing(f.Streamlet)
-	if s == nil {
-		return // dropped meanwhile
-	}
-	s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, bool, int64) {
-		var p []byte
-		var ext bool
-		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
-		return p, ext, wire.FeedStamp(stamps, i)
-	}, f.Flags&(wire.FeedSealed|wire.FeedGone) != 0)
-	ms.srv.gw.wake(s.Channel())
 }
 
 // end seals a copy whose feed cannot continue (marking it broken) and

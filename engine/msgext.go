@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/sluice-rtm/sluice/wire"
@@ -14,19 +13,11 @@ import (
 // serverFeatures are the feature bits a server accepts in HELLO.
 const serverFeatures = wire.FeatureHeaders | wire.FeatureS2
 
-// compressedOK reports whether a frame may carry FlagCompressed: a
-// PUBLISH on a connection that negotiated S2, or a node's NODE_APPEND or
-// NODE_FEED.
+// compressedOK reports whether a client's frame may carry
+// FlagCompressed: only a PUBLISH on a connection that negotiated S2 (a
+// node connection's compressed frames are package cluster's).
 func (l *loop) compressedOK(c *conn, h wire.Header) bool {
-	switch h.Type {
-	case wire.TypePublish:
-		return c.hello && c.peer == nil && c.s2
-	case wire.TypeNodeAppend:
-		return c.peer != nil
-	case wire.TypeNodeFeed:
-		return c.link != nil
-	}
-	return false
+	return h.Type == wire.TypePublish && c.hello && c.s2
 }
 
 // inflatePublish returns the uncompressed body of a compressed PUBLISH,
@@ -75,46 +66,4 @@ func (l *loop) checkExt(c *conn, h wire.Header, body []byte) bool {
 		return false
 	}
 	return true
-}
-
-// Node links (PROTOCOL.md 2.15): NODE_APPEND (cluster.Append) and
-// NODE_FEED batches of at least s2Min record bytes go as one S2 block when
-// that saves an eighth, when ClusterOptions.S2 is set; the receiver inflates
-// them after checking the declared length against the node body limit.
-
-// appendFeedS2 appends to c.scratch a compressed NODE_FEED of the run in
-// l.iov (nb bytes) and reports whether it did; when compression is off or
-// does not pay, nothing is appended.
-func (l *loop) appendFeedS2(c *conn, f wire.NodeFeed, stamps []int64, nb int) bool {
-	if l.srv.opts.Cluster == nil || !l.srv.opts.Cluster.S2 || nb < s2Min {
-		return false
-	}
-	hdr := len(c.scratch)
-	c.scratch = wire.AppendNodeFeedS2Header(c.scratch, f, stamps, 0)
-	var ok bool
-	c.scratch, ok, l.zin = wire.AppendCompressedRun(c.scratch, l.iov, nb, s2Min, l.zin)
-	if !ok {
-		c.scratch = c.scratch[:hdr]
-		return false
-	}
-	binary.BigEndian.PutUint32(c.scratch[hdr:], uint32(len(c.scratch)-hdr-wire.HeaderLen))
-	l.srv.feedSent.Add(uint64(len(c.scratch) - hdr))
-	return true
-}
-
-// inflateFeed returns the uncompressed body of a compressed NODE_FEED (in
-// l.feedZ, valid until the next one), or body itself.
-func (l *loop) inflateFeed(h wire.Header, body []byte) ([]byte, error) {
-	if h.Flags&wire.FlagCompressed == 0 {
-		return body, nil
-	}
-	if h.Type != wire.TypeNodeFeed {
-		return nil, fmt.Errorf("%w: %v has flag COMPRESSED", wire.ErrMalformed, h.Type)
-	}
-	pre, err := wire.NodeFeedPrefix(body)
-	if err != nil {
-		return nil, err
-	}
-	l.feedZ, err = wire.Inflate(l.feedZ, body, pre, l.srv.peerMaxBody, wire.TypeNodeFeed)
-	return l.feedZ, err
 }

@@ -24,8 +24,9 @@ func startCluster2(t testing.TB, mutate func(*Options)) (a, b *Server) {
 func nodeBytes(nodes ...*Server) (sent, raw uint64) {
 	for _, n := range nodes {
 		s, r := n.cl.AppendBytes()
-		sent += s + n.feedSent.Load()
-		raw += r + n.feedRaw.Load()
+		fs, fr := n.cl.FeedBytes()
+		sent += s + fs
+		raw += r + fr
 	}
 	return sent, raw
 }

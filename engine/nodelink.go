@@ -3,27 +3,29 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/sluice-rtm/sluice/cluster"
-	"github.com/sluice-rtm/sluice/wire"
+	"github.com/sluice-rtm/sluice/host"
 )
 
-// The engine's side of the cluster's node links (package cluster owns
-// them): enrolling a dialed link in an event loop (cluster.Transport), the
-// loop's handle on it (cluster.Conn), and the loop reading its frames. And
-// the gateway as the cluster sees it (cluster.Gateway).
+// The engine's side of node connections (package cluster owns them and
+// the meaning of their bytes): enrolling a dialed link in an event loop
+// (cluster.Transport), the loop's handle on a node connection of either
+// direction (cluster.Conn, nodeCarrier), and the gateway as the cluster
+// sees it (cluster.Gateway). A loop carries a node connection's bytes:
+// what it reads goes to the connection's cluster.NodeConn (loop.traffic),
+// what it writes goes through NodeConn.Write (conn.flush).
 
 // transport implements cluster.Transport with the server's event loops.
 type transport struct{ s *Server }
 
 // Enroll registers c with gnet (Engine.Register), which picks a loop;
-// the loop's OnOpen attaches lk.
-func (t transport) Enroll(c net.Conn, lk *cluster.Link, deadline time.Time) error {
+// the loop's OnOpen attaches e.
+func (t transport) Enroll(c net.Conn, e cluster.Enrolled, deadline time.Time) error {
 	srv := t.s
 	tm := time.NewTimer(time.Until(deadline))
 	defer tm.Stop()
@@ -33,7 +35,7 @@ func (t transport) Enroll(c net.Conn, lk *cluster.Link, deadline time.Time) erro
 		return errors.New("event loops not running")
 	}
 	ctx := gnet.NewNetConnContext(context.Background(), c)
-	ctx = gnet.NewContext(ctx, lk)
+	ctx = gnet.NewContext(ctx, e)
 	res, err := srv.eng.Register(ctx)
 	if err != nil {
 		return err
@@ -45,88 +47,106 @@ func (t transport) Enroll(c net.Conn, lk *cluster.Link, deadline time.Time) erro
 	return nil
 }
 
-// linkConn is a link's connection as the cluster sees it.
-type linkConn struct{ c *conn }
+// nodeCarrier is a node connection as the cluster sees it
+// (cluster.Conn): the same conn, with the methods the cluster may call.
+// Every method but Execute runs on the connection's loop.
+type nodeCarrier conn
 
-// Kick drains the link's queue into the connection's output on its loop.
-func (lc linkConn) Kick() {
-	c := lc.c
-	c.l.execute(func() {
-		c.link.Drain(func(b []byte) {
-			if c.closed || c.closing {
-				return
-			}
-			s, k := c.ownStart()
-			c.scratch = append(c.scratch, b...)
-			c.ownEnd(s, k)
-		})
-	})
+var _ cluster.Conn = (*nodeCarrier)(nil)
+
+func (n *nodeCarrier) c() *conn { return (*conn)(n) }
+
+func (n *nodeCarrier) OwnStart() []byte {
+	c := n.c()
+	c.nodeOwn, c.nodeOwnCap = c.ownStart()
+	return c.scratch
 }
 
-// Close closes the connection on its loop once its output is written.
-func (lc linkConn) Close() {
-	c := lc.c
-	c.l.execute(func() { closeLink(c) })
+func (n *nodeCarrier) OwnEnd(b []byte) {
+	c := n.c()
+	c.scratch = b
+	c.ownEnd(c.nodeOwn, c.nodeOwnCap)
 }
 
-// closeLink marks a link's connection closing (on its loop).
-func closeLink(c *conn) {
+// Share queues b without copying; a connection with more vectors than
+// one writev takes is written first.
+func (n *nodeCarrier) Share(b []byte) {
+	c := n.c()
+	if len(c.iov) >= maxIov {
+		c.flush()
+	}
+	c.shared(b)
+}
+
+func (n *nodeCarrier) Hold(s *host.Streamlet) { n.l.held = append(n.l.held, s) }
+func (n *nodeCarrier) Flush()                 { n.c().flush() }
+func (n *nodeCarrier) Outbound() int          { return n.c().outbound() }
+func (n *nodeCarrier) Close()                 { closeNode(n.c()) }
+func (n *nodeCarrier) Execute(fn func())      { n.l.execute(fn) }
+func (n *nodeCarrier) Now() int64             { return n.l.now }
+func (n *nodeCarrier) RemoteAddr() string     { return addrString(n.gc.RemoteAddr()) }
+func (n *nodeCarrier) CountOut(k int)         { n.l.stats.msgsOut += uint64(k) }
+
+// AppendBatch appends a peer gateway's batch to the hosted streamlet s on
+// this loop, as flushRun does the loop's own publishes, and wakes the
+// channel's readers of this node.
+func (n *nodeCarrier) AppendBatch(s *host.Streamlet, payloads [][]byte, exts []bool, pos []uint64, dup []bool) int {
+	l := n.l
+	k := s.AppendBatchExt(payloads, exts, pos, dup, l.now)
+	stored := 0
+	for i := range k {
+		if !dup[i] {
+			stored++
+		}
+	}
+	if stored > 0 {
+		l.stats.msgsIn += uint64(stored)
+		if gc := l.srv.gw.lookup(s.Channel()); gc != nil {
+			gc.notify(l)
+		}
+	}
+	return k
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// closeNode marks a node connection closing (on its loop): it is closed
+// once its output is written.
+func closeNode(c *conn) {
 	if !c.closed && !c.closing {
 		c.closing = true
 		c.l.closeAfterFlush = append(c.l.closeAfterFlush, c)
 	}
 }
 
-// failLink ends a link from its loop and closes its connection.
-func failLink(c *conn, err error) {
-	c.link.Closed(err)
-	closeLink(c)
-}
-
-// linkTraffic is OnTraffic for a link's connection: answers and feeds
-// from the peer, handed to the link on the loop.
-func (l *loop) linkTraffic(c *conn) {
-	lk := c.link
-	buf, _ := c.gc.Peek(-1)
-	off := 0
-	for !c.closing && !c.closed {
-		h, body, n, err := wire.Split(buf[off:], l.srv.peerMaxBody)
-		if err == wire.ErrIncomplete {
-			break
-		}
-		if err != nil {
-			failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, lk.Node(), err))
-			break
-		}
-		off += n
-		if body, err = l.inflateFeed(h, body); err != nil {
-			failLink(c, fmt.Errorf("%w: %s: %v", cluster.ErrLinkDown, lk.Node(), err))
-			break
-		}
-		if err := lk.Receive(h, body); err != nil {
-			failLink(c, err)
-			break
-		}
-	}
+// nodeTraffic is OnTraffic for a node connection: the bytes go to its
+// protocol (package cluster).
+func (l *loop) nodeTraffic(c *conn) {
+	raw, _ := c.gc.Peek(-1)
+	n := c.node.Input(raw)
 	if c.closing || c.closed {
-		off = len(buf)
+		n = len(raw)
 	}
-	l.stats.bytesIn += uint64(off)
-	if off > 0 {
-		_, _ = c.gc.Discard(off) // never 0: see loop.traffic
+	l.stats.bytesIn += uint64(n)
+	if n > 0 {
+		_, _ = c.gc.Discard(n) // never 0: see loop.traffic
 	}
 }
 
 // clusterGateway is the gateway as the cluster sees it.
 type clusterGateway struct{ s *Server }
 
-func (g clusterGateway) Changed(channel string) { g.s.gw.changed(channel) }
-func (g clusterGateway) HostDown(node string)   { g.s.mirrors.hostDown(node) }
-func (g clusterGateway) Feed(f wire.NodeFeed, stamps, run []byte) {
-	g.s.mirrors.feed(f, stamps, run)
-}
-func (g clusterGateway) SetNodes(addrs []string) { g.s.setNodes(addrs) }
-func (g clusterGateway) Conns() int              { return int(g.s.conns.Load()) }
+func (g clusterGateway) Changed(channel string)         { g.s.gw.changed(channel) }
+func (g clusterGateway) HostDown(node string)           { g.s.mirrors.hostDown(node) }
+func (g clusterGateway) Copy(id uint64) *host.Streamlet { return g.s.mirrors.existing(id) }
+func (g clusterGateway) Wake(channel string)            { g.s.gw.wake(channel) }
+func (g clusterGateway) SetNodes(addrs []string)        { g.s.setNodes(addrs) }
+func (g clusterGateway) Conns() int                     { return int(g.s.conns.Load()) }
 
 // CutOff sends every client connection GOAWAY: the node lost the
 // majority of its cluster (cluster/quorum.go).

@@ -41,6 +41,11 @@ type plane interface {
 	// staleAfter is how long a copy may lag behind what its manager lists
 	// before its feed counts as dead; 0 on a single node (no copies).
 	staleAfter() time.Duration
+	// acceptNode takes c, whose first frame is NODE_HELLO, as an inbound
+	// node connection and returns its protocol, which the loop carries
+	// from then on; nil when this node takes no node connections (a
+	// single node: NODE_HELLO is then a frame before HELLO).
+	acceptNode(c cluster.Conn) cluster.NodeConn
 }
 
 // errNoPeer: the grant names a host that cannot be reached now.
@@ -75,6 +80,8 @@ func (p localPlane) sweep() {}
 func (p localPlane) refusesClients() bool { return false }
 
 func (p localPlane) staleAfter() time.Duration { return 0 }
+
+func (p localPlane) acceptNode(cluster.Conn) cluster.NodeConn { return nil }
 
 // clusterPlane is the control plane of a cluster node: calls go to each
 // channel's manager node through the cluster's router, on the cluster's
@@ -145,3 +152,5 @@ func (p clusterPlane) sweep() { p.s.reapOrphans() }
 func (p clusterPlane) refusesClients() bool { return p.cl.RefusesClients() }
 
 func (p clusterPlane) staleAfter() time.Duration { return p.cl.StaleAfter() }
+
+func (p clusterPlane) acceptNode(c cluster.Conn) cluster.NodeConn { return p.cl.Accept(c) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -53,6 +54,7 @@ type stubPlane struct{ grants *int }
 func (p stubPlane) writeGrant(*loop, string, uint64, func(role.Grant, error)) { *p.grants++ }
 func (p stubPlane) info(*loopChan, bool, func(role.ChannelInfo, bool))        {}
 func (p stubPlane) interest(string, int)                                      {}
+func (p stubPlane) acceptNode(cluster.Conn) cluster.NodeConn                  { return nil }
 func (p stubPlane) appendRemote(*loop, role.Grant, int, []byte, func(wire.NodeAppended, error)) error {
 	return nil
 }

@@ -77,9 +77,6 @@ type Server struct {
 	slowSkips  atomic.Int64
 	slowLags   atomic.Int64
 	s2Batches  atomic.Uint64 // DATA batches compressed once for S2 subscribers (msgdata.go)
-	// feedRaw and feedSent count NODE_FEED bytes as they would be
-	// uncompressed and as sent (msgext.go).
-	feedRaw, feedSent atomic.Uint64
 
 	// ww wakes loops when a full socket drains (writable_linux.go);
 	// writableWakes counts the wake-ups (conn.writable).
@@ -130,6 +127,9 @@ func Start(opts Options) (*Server, error) {
 	if opts.Cluster != nil {
 		s.cl = cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName,
 			Manager: s.mgr, Host: s.host, Gateway: clusterGateway{s}, Transport: transport{s},
+			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
+				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
+				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
 			Log: s.log, Clock: s.clock})
 		s.route = s.cl.Router()
 		s.plane = clusterPlane{s, s.cl}
@@ -438,14 +438,13 @@ func boundAddr(eng gnet.Engine) (string, error) {
 
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := h.srv
-	if lk, ok := gc.Context().(*cluster.Link); ok {
+	if e, ok := gc.Context().(cluster.Enrolled); ok {
 		// An outbound node link enrolled by transport.Enroll (nodelink.go).
 		l := s.loopOf(gc.EventLoop())
 		c := l.open(gc)
 		s.conns.Add(1)
-		// The record layer first: Attach may queue output at once.
-		c.hello, c.link, c.ns = true, lk, s.newNodeSeal(lk.Session())
-		if !lk.Attach(linkConn{c}) {
+		c.node = e
+		if !e.Attach((*nodeCarrier)(c)) {
 			c.closing = true
 			return nil, gnet.Close
 		}
