@@ -244,6 +244,9 @@ func New(cfg Config) *Cluster {
 		interest: make(map[string]*interestReg), iwake: make(chan struct{}, 1),
 		known: make(map[string]int64), unreach: make(map[string]bool)}
 	cfg.Manager.SetCluster(managerHooks{c})
+	if c.host != nil {
+		c.host.SetIDSource(idSource{c}, c.rpcTimeout())
+	}
 	c.startPool()
 	c.wg.Add(1)
 	go c.interestWorker()
@@ -817,7 +820,7 @@ type remoteHost struct {
 
 func (h remoteHost) HostStreamlet(g role.Grant) error {
 	var e wire.NodeEnc
-	encGrant(&e, g)
+	encHost(&e, g)
 	_, err := h.c.call(h.node, wire.OpHost, e.B)
 	return err
 }
@@ -870,6 +873,24 @@ func (h remoteHost) List(channel string) ([]role.Hosted, error) {
 }
 
 var _ role.Host = remoteHost{}
+
+// idSource reads other nodes' message ids for the host's dedup window
+// (host.IDSource, op DEDUP_IDS).
+type idSource struct{ c *Cluster }
+
+func (s idSource) MessageIDs(node string, streamlets []uint64, from int, since int64, deadline time.Time) (host.IDPage, error) {
+	var e wire.NodeEnc
+	encIDsRequest(&e, streamlets, from, since)
+	l := s.c.link(node)
+	if l == nil {
+		return host.IDPage{}, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
+	}
+	b, err := l.callFor(wire.OpDedupIDs, e.B, time.Until(deadline))
+	if err != nil {
+		return host.IDPage{}, err
+	}
+	return decIDPage(b, len(streamlets))
+}
 
 // clusterRouter is the Manager the gateway uses in a cluster: each call
 // goes to the channel's manager in this node's view, local or remote; when
@@ -1036,7 +1057,7 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		}
 		c.mgr.Interest(ch, peer, delta)
 	case wire.OpHost:
-		g := decGrant(d)
+		g := decHost(d, len(body))
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
@@ -1053,6 +1074,12 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 			return fail(err)
 		}
 		e.U64(end)
+	case wire.OpDedupIDs:
+		ids, from, since := decIDsRequest(d, len(body))
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		encIDPage(&e, c.host.MessageIDs(ids, from, since, 0))
 	case wire.OpFree:
 		id := d.U64()
 		if err := d.Done(); err != nil {

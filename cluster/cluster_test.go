@@ -34,6 +34,37 @@ func TestNodeOps_RoundTrip(t *testing.T) {
 	if got := decGrant(d); !reflect.DeepEqual(got, g) || d.Done() != nil {
 		t.Fatalf("replicated grant %+v (%v), want %+v", got, d.Done(), g)
 	}
+	// HOST: the grant and the streamlets before it (without: an empty list).
+	for _, prior := range [][]role.StreamletRef{nil, {
+		{ID: 3, Host: "c", First: 100, End: 107, Closed: true},
+		{ID: 4, Host: "", First: 107, End: 1<<40 + 5, Closed: true},
+	}} {
+		hg := g
+		hg.Prior = prior
+		e = wire.NodeEnc{}
+		encHost(&e, hg)
+		d = wire.NewNodeDec(wire.TypeNodeRequest, e.B)
+		if got := decHost(d, len(e.B)); !reflect.DeepEqual(got, hg) || d.Done() != nil {
+			t.Fatalf("host %+v (%v), want %+v", got, d.Done(), hg)
+		}
+	}
+	// DEDUP_IDS: request and a page.
+	e = wire.NodeEnc{}
+	encIDsRequest(&e, []uint64{9, 10}, 17, -3)
+	d = wire.NewNodeDec(wire.TypeNodeRequest, e.B)
+	if ids, from, since := decIDsRequest(d, len(e.B)); !slices.Equal(ids, []uint64{9, 10}) || from != 17 || since != -3 || d.Done() != nil {
+		t.Fatalf("dedup ids request %v %d %d %v", ids, from, since, d.Done())
+	}
+	pg := host.IDPage{Done: 1, Next: 40, IDs: []host.StoredID{
+		{K: 0, Index: 2, Stamp: 5, ID: []byte("a")}, {K: 0, Index: 7, Stamp: 6, ID: []byte("bb")}, {K: 1, Index: 0, Stamp: 6, ID: []byte{0, 255}}}}
+	e = wire.NodeEnc{}
+	encIDPage(&e, pg)
+	if got, err := decIDPage(e.B, 2); err != nil || !reflect.DeepEqual(got, pg) {
+		t.Fatalf("page %+v %v, want %+v", got, err, pg)
+	}
+	if _, err := decIDPage(e.B, 1); err == nil {
+		t.Fatal("a page naming streamlet 1 of a request of 1 decoded")
+	}
 
 	info := role.ChannelInfo{Epoch: 9, Earliest: 100, Next: 117, Streamlets: []role.StreamletRef{
 		{ID: 0, First: 100, End: 107, Closed: true, Lost: true, Expires: 5},
@@ -111,6 +142,26 @@ func TestNodeOps_CountsBoundedByTheBody(t *testing.T) {
 	e.U16(0xFFFF)
 	if _, err := decHosted(e.B, "b"); err == nil {
 		t.Fatal("a hosted list claiming 65535 entries in 2 bytes decoded")
+	}
+	e = wire.NodeEnc{}
+	e.U16(1000) // 1000 prior streamlets in a grant's bytes
+	encGrant(&e, role.Grant{Channel: "c", LimitMsgs: 1, LimitSize: 1})
+	if d := wire.NewNodeDec(wire.TypeNodeRequest, e.B); decHost(d, len(e.B)).Prior != nil || d.Err() == nil {
+		t.Fatal("a HOST claiming 1000 prior streamlets decoded")
+	}
+	e = wire.NodeEnc{}
+	e.I64(0)
+	e.U32(0)
+	e.U16(1000)
+	if d := wire.NewNodeDec(wire.TypeNodeRequest, e.B); func() bool { ids, _, _ := decIDsRequest(d, len(e.B)); return ids != nil }() || d.Err() == nil {
+		t.Fatal("a DEDUP_IDS request claiming 1000 streamlets decoded")
+	}
+	e = wire.NodeEnc{}
+	e.U16(0)
+	e.U32(0)
+	e.U16(0xFFFF)
+	if _, err := decIDPage(e.B, 1); err == nil {
+		t.Fatal("a page claiming 65535 ids in 8 bytes decoded")
 	}
 }
 

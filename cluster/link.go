@@ -201,6 +201,11 @@ func (l *Link) drain() {
 // cluster's callTimeout; a request that times out fails alone, the link
 // stays: the heartbeat judges the peer). The result is a copy.
 func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
+	return l.callFor(op, body, l.cl.callTimeout())
+}
+
+// callFor is call with its own timeout.
+func (l *Link) callFor(op wire.NodeOp, body []byte, timeout time.Duration) ([]byte, error) {
 	type result struct {
 		b   []byte
 		err error
@@ -229,7 +234,7 @@ func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := time.NewTimer(l.cl.callTimeout())
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case r := <-ch:
@@ -240,7 +245,7 @@ func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
 			delete(l.calls, reqID)
 		}
 		l.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s: %v not answered in %v", errCallTimeout, l.node, op, l.cl.callTimeout())
+		return nil, fmt.Errorf("%w: %s: %v not answered in %v", errCallTimeout, l.node, op, timeout)
 	}
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 
+	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -75,6 +76,116 @@ func decGrant(d *wire.NodeDec) role.Grant {
 		d.Fail("grant limits %d msgs, %d bytes out of range", g.LimitMsgs, g.LimitSize)
 	}
 	return g
+}
+
+// priorMinLen is the smallest encoded prior streamlet (empty host).
+const priorMinLen = 8 + 1 + 8 + 8
+
+// encHost is HOST's request: the streamlets before the new one that the
+// host completes its dedup window from (role.Grant.Prior), then the grant
+// (which may end with its optional replica set, so it comes last).
+func encHost(e *wire.NodeEnc, g role.Grant) {
+	e.U16(uint16(len(g.Prior)))
+	for _, r := range g.Prior {
+		e.U64(r.ID)
+		e.Str8(r.Host)
+		e.U64(r.First)
+		e.U64(r.End)
+	}
+	encGrant(e, g)
+}
+
+func decHost(d *wire.NodeDec, size int) role.Grant {
+	n := int(d.U16())
+	if d.Err() == nil && (n > role.MaxPrior || n*priorMinLen > size) {
+		d.Fail("%d prior streamlets: more than %d or than %d bytes hold", n, role.MaxPrior, size)
+	}
+	var prior []role.StreamletRef
+	if d.Err() == nil && n > 0 {
+		prior = make([]role.StreamletRef, 0, n)
+		for range n {
+			prior = append(prior, role.StreamletRef{ID: d.U64(), Host: d.Str8(), First: d.U64(), End: d.U64(), Closed: true})
+		}
+	}
+	g := decGrant(d)
+	if d.Err() == nil {
+		g.Prior = prior
+	}
+	return g
+}
+
+// storedIDMinLen is the smallest encoded id of a DEDUP_IDS page.
+const storedIDMinLen = 2 + 4 + 8 + 1 + 1
+
+// encIDsRequest is DEDUP_IDS's request.
+func encIDsRequest(e *wire.NodeEnc, streamlets []uint64, from int, since int64) {
+	e.I64(since)
+	e.U32(uint32(from))
+	e.U16(uint16(len(streamlets)))
+	for _, id := range streamlets {
+		e.U64(id)
+	}
+}
+
+func decIDsRequest(d *wire.NodeDec, size int) (streamlets []uint64, from int, since int64) {
+	since, from = d.I64(), int(d.U32())
+	n := int(d.U16())
+	if d.Err() == nil && (n > role.MaxPrior || n*8 > size) {
+		d.Fail("%d streamlets: more than %d or than %d bytes hold", n, role.MaxPrior, size)
+	}
+	if d.Err() != nil {
+		return nil, 0, 0
+	}
+	streamlets = make([]uint64, 0, n)
+	for range n {
+		streamlets = append(streamlets, d.U64())
+	}
+	return streamlets, from, since
+}
+
+// encIDPage is DEDUP_IDS's result.
+func encIDPage(e *wire.NodeEnc, pg host.IDPage) {
+	e.U16(uint16(pg.Done))
+	e.U32(uint32(pg.Next))
+	e.U16(uint16(len(pg.IDs))) // at most IDPageBytes/16
+	for _, x := range pg.IDs {
+		e.U16(uint16(x.K))
+		e.U32(uint32(x.Index))
+		e.I64(x.Stamp)
+		e.Str8(string(x.ID))
+	}
+}
+
+// decIDPage decodes a DEDUP_IDS result for a request of n streamlets.
+func decIDPage(body []byte, n int) (host.IDPage, error) {
+	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
+	pg := host.IDPage{Done: int(d.U16()), Next: int(d.U32())}
+	c := int(d.U16())
+	switch {
+	case d.Err() != nil:
+	case pg.Done > n:
+		d.Fail("%d of %d streamlets done", pg.Done, n)
+	case c*storedIDMinLen > len(body):
+		d.Fail("%d ids cannot fit in %d bytes", c, len(body))
+	}
+	if d.Err() == nil && c > 0 {
+		pg.IDs = make([]host.StoredID, 0, c)
+	}
+	for i := 0; i < c && d.Err() == nil; i++ {
+		x := host.StoredID{K: int(d.U16()), Index: int(d.U32()), Stamp: d.I64(), ID: []byte(d.Str8())}
+		switch {
+		case d.Err() != nil:
+		case len(x.ID) == 0:
+			d.Fail("empty message id")
+		case x.K >= n || (i > 0 && (x.K < pg.IDs[i-1].K || x.K == pg.IDs[i-1].K && x.Index <= pg.IDs[i-1].Index)):
+			d.Fail("id %d: streamlet %d record %d out of order", i, x.K, x.Index)
+		}
+		pg.IDs = append(pg.IDs, x)
+	}
+	if err := d.Done(); err != nil {
+		return host.IDPage{}, err
+	}
+	return pg, nil
 }
 
 const (

@@ -118,7 +118,7 @@ func Start(opts Options) (*Server, error) {
 	s.host = host.New(opts.ServerName, s.clock)
 	s.host.SetDedup(min(opts.DedupWindow, opts.TTL), opts.DedupIDs)
 	s.mgr = manager.New(manager.Config{Node: opts.ServerName, Host: s.host, NewID: s.host.NewID,
-		Limits: s.opts.limitsFor, Clock: s.clock, Log: s.log})
+		Limits: s.opts.limitsFor, Clock: s.clock, Log: s.log, DedupWindow: min(opts.DedupWindow, opts.TTL)})
 	s.gw = newGateway(opts.Loops)
 	s.route = s.mgr
 	s.plane = localPlane{s}

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -133,5 +135,168 @@ func TestDedupConcurrentReaders(t *testing.T) {
 	wg.Wait()
 	if !dup[0] {
 		t.Fatal("id of the predecessor not found")
+	}
+}
+
+// nodes is an IDSource over in-process hosts (as package cluster's is over
+// the node links), paging with a small limit; fail makes a node not answer.
+type nodes struct {
+	hosts map[string]*Host
+	limit int
+	fail  map[string]bool
+	calls int
+}
+
+func (n *nodes) MessageIDs(node string, streamlets []uint64, from int, since int64, deadline time.Time) (IDPage, error) {
+	n.calls++
+	if n.fail[node] || n.hosts[node] == nil {
+		return IDPage{}, errors.New("unreachable")
+	}
+	return n.hosts[node].MessageIDs(streamlets, from, since, n.limit), nil
+}
+
+// hostAt hosts a streamlet of channel "c" at first with the given prior list.
+func hostAt(t *testing.T, h *Host, first uint64, msgs int, prior ...role.StreamletRef) *Streamlet {
+	t.Helper()
+	g := role.Grant{Channel: "c", Epoch: 1, Streamlet: h.NewID(), Host: h.Node(), First: first, LimitMsgs: msgs,
+		LimitSize: 1 << 20, LeaseEnd: 1 << 62, Prior: prior}
+	if err := h.HostStreamlet(g); err != nil {
+		t.Fatal(err)
+	}
+	return h.Streamlet(g.Streamlet)
+}
+
+// fill appends extended records with ids (or plain ones for "") until s
+// is full, and returns its reference for a prior list.
+func fill(t *testing.T, s *Streamlet, now int64, ids ...string) role.StreamletRef {
+	t.Helper()
+	for _, id := range ids {
+		rec, ext := []byte("plain"), false
+		if id != "" {
+			rec, ext = extRec(id, "p-"+id), true
+		}
+		if _, err := s.AppendExt(rec, ext, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end, _ := s.seal(0, "")
+	return role.StreamletRef{ID: s.ID(), Host: s.h.Node(), First: s.First(), End: end, Closed: true}
+}
+
+// TestDedupWindowFromOtherNodes: a host's new streamlet completes the
+// channel's window from the earlier streamlets named in its grant, on
+// other nodes (read page by page) and here, before its first append; an
+// extension reads only what came after the window's end; what cannot be
+// read is counted as partial and the rest still works.
+func TestDedupWindowFromOtherNodes(t *testing.T) {
+	now := time.Now().UnixNano()
+	a, b := New("a", time.Now), New("b", time.Now)
+	src := &nodes{hosts: map[string]*Host{"a": a, "b": b}, limit: 40, fail: map[string]bool{}}
+	a.SetIDSource(src, time.Second)
+	b.SetIDSource(src, time.Second)
+
+	// a holds [1, 11): ids x0..x7 and two plain records.
+	r1 := fill(t, hostAt(t, a, 1, 10), now, "x0", "", "x1", "x2", "x3", "", "x4", "x5", "x6", "x7")
+	// b's streamlet [11, 21) is written after it: the window comes from a.
+	s2 := hostAt(t, b, 11, 10, r1)
+	if got := b.Dedup(); got.Fetched != 8 || got.Partial != 0 || got.Rebuilds != 1 {
+		t.Fatalf("b after hosting: %+v", got)
+	}
+	if src.calls < 3 {
+		t.Fatalf("%d calls: the 40-byte pages were not used", src.calls)
+	}
+	pos, dup, n := appendAll(s2, now, extRec("x4", "again"), extRec("y0", "new"), extRec("x0", "again"))
+	if n != 3 || !dup[0] || pos[0] != 7 || dup[1] || pos[1] != 11 || !dup[2] || pos[2] != 1 {
+		t.Fatalf("on b: pos %v dup %v n %d", pos, dup, n)
+	}
+	r2 := fill(t, s2, now, "y1")
+	// a's next streamlet [13, ...): a's window saw up to 11 (x's), b's
+	// streamlet is read from its record 0 on; nothing of a's is read again.
+	src.calls = 0
+	s3 := hostAt(t, a, r2.End, 10, r1, r2)
+	if got := a.Dedup(); got.Fetched != 2 || got.Partial != 0 {
+		t.Fatalf("a after extending: %+v", got)
+	}
+	pos, dup, _ = appendAll(s3, now, extRec("y1", "again"), extRec("x7", "again"), extRec("z", "new"))
+	if !dup[0] || pos[0] != 12 || !dup[1] || pos[1] != 10 || dup[2] || pos[2] != r2.End {
+		t.Fatalf("on a: pos %v dup %v", pos, dup)
+	}
+
+	// A third host whose predecessor's host does not answer: the window
+	// lacks those ids (partial), the streamlet still takes writes, and the
+	// ids from the hosts that answered are there.
+	c := New("c", time.Now)
+	src.hosts["c"] = c
+	c.SetIDSource(src, time.Second)
+	src.fail["a"] = true
+	s4 := hostAt(t, c, 100, 10, r1, r2)
+	if got := c.Dedup(); got.Partial != 1 || got.Fetched != 2 {
+		t.Fatalf("c: %+v", got)
+	}
+	pos, dup, _ = appendAll(s4, now, extRec("y0", "again"), extRec("x1", "not known here"))
+	if !dup[0] || pos[0] != 11 || dup[1] || pos[1] != 100 {
+		t.Fatalf("on c: pos %v dup %v", pos, dup)
+	}
+}
+
+// TestMessageIDsPages: a host's pages of ids cover every id of the asked
+// streamlets from the asked record on, stamped within the window, exactly
+// once, whatever the page size; unknown streamlets count as read.
+func TestMessageIDsPages(t *testing.T) {
+	h := New("a", time.Now)
+	base := time.Now().UnixNano()
+	s1 := hostAt(t, h, 1, 50)
+	for i := range 50 {
+		if _, err := s1.AppendExt(extRec(fmt.Sprint("a", i), "p"), true, base+int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := hostAt(t, h, 51, 50)
+	for i := range 30 {
+		rec, ext := extRec(fmt.Sprint("b", i), "p"), i%3 != 0
+		if !ext {
+			rec = []byte("plain")
+		}
+		if _, err := s2.AppendExt(rec, ext, base+100+int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []uint64{s1.ID(), 999, s2.ID()}
+	for _, tc := range []struct {
+		from  int
+		since int64
+		limit int
+		want  int
+	}{
+		{0, 0, 0, 50 + 20},
+		{10, 0, 1, 40 + 20},
+		{0, base + 45, 64, 5 + 20},
+		{0, base + 115, 100, 10},
+		{0, base + 1000, 0, 0},
+	} {
+		seen := map[string]bool{}
+		k, from, pages := 0, tc.from, 0
+		for k < len(ids) {
+			pg := h.MessageIDs(ids[k:], from, tc.since, tc.limit)
+			pages++
+			for _, x := range pg.IDs {
+				if seen[string(x.ID)] {
+					t.Fatalf("%+v: %s twice", tc, x.ID)
+				}
+				seen[string(x.ID)] = true
+			}
+			if pg.Done == 0 && pg.Next <= from && len(pg.IDs) == 0 {
+				t.Fatalf("%+v: no progress", tc)
+			}
+			if k += pg.Done; pg.Done > 0 {
+				from = 0
+			}
+			if k < len(ids) {
+				from = pg.Next
+			}
+		}
+		if len(seen) != tc.want {
+			t.Fatalf("%+v: %d ids in %d pages, want %d", tc, len(seen), pages, tc.want)
+		}
 	}
 }

@@ -69,6 +69,9 @@ type Streamlet struct {
 	// dd is the channel's dedup window, set (under mu) by the first append
 	// of a message with an id (dedup.go).
 	dd *chanWindow
+	// hasIDs is set before the first record with a message id is
+	// appended: rebuilds skip streamlets without (dedup.go).
+	hasIDs atomic.Bool
 	// A copy's feed: brokenAt is when it ended other than by the host
 	// (Break: the link failed), lastFill when the copy was made or last
 	// filled (unix ns, wall time; 0 for hosted streamlets).
@@ -236,11 +239,14 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 			}
 		}
 		if len(id) > 0 {
+			if !s.hasIDs.Load() {
+				s.hasIDs.Store(true) // before the record is committed
+			}
 			if cw == nil {
 				cw = s.window(now) // takes and releases cw.mu
 				cw.mu.Lock()
 			}
-			if first, ok := cw.w.Lookup(id, now); ok {
+			if first, ok := cw.lookup(id, now); ok {
 				pos[k] = first
 				if dup != nil {
 					dup[k] = true
@@ -260,7 +266,7 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 		}
 		pos[k] = s.first + uint64(i)
 		if len(id) > 0 {
-			cw.w.Add(id, pos[k], now)
+			cw.add(s.h, id, pos[k], now)
 		}
 		stored++
 		bytes += len(p)
@@ -388,6 +394,9 @@ type Host struct {
 	windows                       map[string]*chanWindow
 	byChan                        map[string][]*Streamlet // hosted streamlets by channel
 	ddDups, ddRebuilds, ddPartial atomic.Uint64
+	ddFetched                     atomic.Uint64
+	idSrc                         IDSource      // other nodes' ids (SetIDSource); nil on a single node
+	idBudget                      time.Duration // how long a rebuild may read other nodes
 }
 
 // New returns an empty host for node; clock stamps seals.
@@ -417,7 +426,11 @@ func (h *Host) Load() Load {
 		Appended: h.appended.Load(), AppendedBytes: h.appendedBytes.Load()}
 }
 
-// HostStreamlet hosts a new streamlet under grant g.
+// HostStreamlet hosts a new streamlet under grant g. When g.Prior lists
+// earlier streamlets of the channel and this host's dedup window has not
+// seen them, their message ids are read first (from other nodes over the
+// IDSource, within its budget), so that the streamlet's first idempotent
+// append is decided on the whole window (dedup.go).
 func (h *Host) HostStreamlet(g role.Grant) error {
 	s := &Streamlet{
 		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
@@ -427,7 +440,9 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		s.replicas = append([]string(nil), g.Replicas...)
 	}
 	s.buf.Account(&h.retained)
-	h.inherit(s)
+	if h.inherit(s); s.dd == nil && len(g.Prior) > 0 && h.Streamlet(g.Streamlet) == nil {
+		h.complete(s, g.Prior) // may read other nodes: no lock held
+	}
 	h.mu.Lock()
 	if old := h.streamlets[g.Streamlet]; old != nil {
 		h.mu.Unlock()

@@ -95,6 +95,32 @@ func (cs *chanState) grantFor(channel string, ref role.StreamletRef) role.Grant 
 	}
 }
 
+// prior returns the streamlets before the newest one that may hold
+// message ids of the last window at now (role.Grant.Prior): not lost, not
+// holes, closed less than window ago (a closed streamlet's close time is
+// Expires - TTL; a rebuilt list's are later, which only includes more),
+// the newest role.MaxPrior of them, oldest first. window 0 takes every
+// retained one.
+func (cs *chanState) prior(now int64, window time.Duration) []role.StreamletRef {
+	if len(cs.list) < 2 {
+		return nil
+	}
+	list := cs.list[:len(cs.list)-1]
+	var out []role.StreamletRef
+	for i := len(list) - 1; i >= 0 && len(out) < role.MaxPrior; i-- {
+		r := list[i]
+		if r.ID == 0 || r.Lost {
+			continue
+		}
+		if window > 0 && r.Closed && r.Expires-int64(cs.limits.TTL) < now-int64(window) {
+			break // closed before the window: so were all earlier ones
+		}
+		out = append(out, r)
+	}
+	slices.Reverse(out)
+	return out
+}
+
 // leaseOver returns the open streamlet whose write lease has ended at now.
 func (cs *chanState) leaseOver(now int64) (role.StreamletRef, bool) {
 	if s, ok := cs.open(); ok && now >= s.LeaseEnd {

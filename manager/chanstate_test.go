@@ -233,3 +233,49 @@ func TestExpireThroughRemovesAPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestPrior: the streamlets a new host completes its dedup window from are
+// the earlier ones closed within the window, oldest first, without lost
+// ones and holes, and never the new streamlet itself.
+func TestPrior(t *testing.T) {
+	ttl := int64(10 * time.Second)
+	ref := func(id uint64, first, end uint64, closedAt int64, lost bool) role.StreamletRef {
+		return role.StreamletRef{ID: id, Host: "h", First: first, End: end, Closed: true, Lost: lost, Expires: closedAt + ttl}
+	}
+	now := t0.UnixNano()
+	sec := int64(time.Second)
+	open := role.StreamletRef{ID: 9, Host: "n", First: 40}
+	for _, tc := range []struct {
+		name   string
+		list   []role.StreamletRef
+		window time.Duration
+		want   []uint64
+	}{
+		{"first streamlet", []role.StreamletRef{open}, time.Minute, nil},
+		{"all within", []role.StreamletRef{ref(1, 0, 10, now-3*sec, false), ref(2, 10, 40, now-sec, false), open}, time.Minute, []uint64{1, 2}},
+		{"older than the window", []role.StreamletRef{ref(1, 0, 10, now-5*sec, false), ref(2, 10, 40, now-sec, false), open}, 2 * time.Second, []uint64{2}},
+		{"window 0: all retained", []role.StreamletRef{ref(1, 0, 10, now-9*sec, false), open}, 0, []uint64{1}},
+		{"lost and holes left out", []role.StreamletRef{ref(1, 0, 10, now-sec, false), ref(0, 10, 20, now-sec, true),
+			ref(3, 20, 30, now-sec, true), ref(4, 30, 40, now-sec, false), open}, time.Minute, []uint64{1, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := &chanState{list: tc.list, limits: testLimits()}
+			var got []uint64
+			for _, r := range cs.prior(now, tc.window) {
+				got = append(got, r.ID)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("prior %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// At most role.MaxPrior, the newest.
+	cs := &chanState{limits: testLimits()}
+	for i := range uint64(role.MaxPrior + 10) {
+		cs.list = append(cs.list, ref(i+1, i, i+1, now, false))
+	}
+	cs.list = append(cs.list, open)
+	if p := cs.prior(now, time.Minute); len(p) != role.MaxPrior || p[0].ID != 11 || p[len(p)-1].ID != role.MaxPrior+10 {
+		t.Fatalf("%d prior, %d..%d", len(p), p[0].ID, p[len(p)-1].ID)
+	}
+}

@@ -70,6 +70,10 @@ type Config struct {
 	Limits func(channel string) role.Limits
 	// Clock is the time source of every decision.
 	Clock func() time.Time
+	// DedupWindow is the hosts' dedup window (0: every retained
+	// streamlet counts): a new streamlet's host is told the channel's
+	// earlier streamlets within it (role.Grant.Prior).
+	DedupWindow time.Duration
 	// Log, if set, logs the cluster decisions (rebuilds, a successor
 	// taken by another manager).
 	Log *slog.Logger
@@ -365,9 +369,16 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 		g := cs.grantFor(channel, ref)
 		// The followers first, the orderer last: once the orderer hosts
 		// it, every replica it forwards to exists.
+		hg := g
+		if m.cl != nil {
+			// Each replica completes the channel's dedup window from the
+			// earlier streamlets (on a single node the host has them all
+			// and rebuilds at the first id).
+			hg.Prior = cs.prior(now, m.cfg.DedupWindow)
+		}
 		failed := ""
 		for i := len(hosts) - 1; i >= 0; i-- {
-			if err := hosts[i].HostStreamlet(g); err != nil {
+			if err := hosts[i].HostStreamlet(hg); err != nil {
 				failed = set[i]
 				break
 			}

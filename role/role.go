@@ -35,6 +35,13 @@ type Grant struct {
 	// them to the others; a write is acknowledged once every replica holds
 	// it. nil or one entry: the streamlet has a single copy, on Host.
 	Replicas []string
+	// Prior is set only in the grant a manager sends with HostStreamlet:
+	// the channel's earlier retained streamlets that may hold message ids
+	// within the dedup window (not lost; oldest first; at most MaxPrior,
+	// the newest), so that the new host completes the channel's dedup
+	// window from them before its first append (package host, dedup.go).
+	// A write grant handed to a gateway has none.
+	Prior []StreamletRef
 }
 
 // Set returns the streamlet's replica set: Replicas, or just Host.
@@ -49,6 +56,9 @@ func replicaSet(host string, replicas []string) []string {
 	}
 	return []string{host}
 }
+
+// MaxPrior bounds Grant.Prior.
+const MaxPrior = 1024
 
 // StreamletRef is one entry of a channel's streamlet list.
 type StreamletRef struct {

@@ -60,7 +60,7 @@ const (
 	OpWriteGrant NodeOp = 1  // manager: str8 channel, u64 after -> grant
 	OpInfo       NodeOp = 2  // manager: str8 channel, u8 create -> info
 	OpInterest   NodeOp = 3  // manager: str8 channel, i32 delta -> empty
-	OpHost       NodeOp = 4  // host: grant -> empty
+	OpHost       NodeOp = 4  // host: grant, prior streamlets -> empty
 	OpSeal       NodeOp = 5  // host: u64 id, u64 successor, str8 successor host -> u64 end
 	OpFree       NodeOp = 6  // host: u64 id -> empty
 	OpList       NodeOp = 7  // host: str8 channel -> hosted list
@@ -68,7 +68,8 @@ const (
 	OpStatus     NodeOp = 9  // any: empty -> JSON status document
 	OpLen        NodeOp = 10 // host: u64 id -> u8 found, u32 len
 	OpExpire     NodeOp = 11 // manager: str8 channel, u64 through -> u32 expired
-	opMax               = OpExpire
+	OpDedupIDs   NodeOp = 12 // host: i64 since, u32 from, u16 n, n x u64 id -> a page of message ids
+	opMax               = OpDedupIDs
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's

@@ -598,7 +598,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpExpire)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpExpire+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpDedupIDs)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpDedupIDs+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
@@ -693,12 +693,12 @@ func TestNodeStatuses(t *testing.T) {
 		wire.NodeBadOp != 5 || wire.NodeShutdown != 6 || wire.NodeOverload != 7 {
 		t.Fatal("status constants moved (PROTOCOL.md 9.3)")
 	}
-	if wire.OpWriteGrant != 1 || wire.OpInfo != 2 || wire.OpInterest != 3 || wire.OpHost != 4 || wire.OpSeal != 5 ||
+	if wire.OpDedupIDs != 12 || wire.OpWriteGrant != 1 || wire.OpInfo != 2 || wire.OpInterest != 3 || wire.OpHost != 4 || wire.OpSeal != 5 ||
 		wire.OpFree != 6 || wire.OpList != 7 || wire.OpNotify != 8 || wire.OpStatus != 9 || wire.OpLen != 10 ||
 		wire.OpExpire != 11 {
 		t.Fatal("op constants moved (PROTOCOL.md 9.4)")
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpExpire; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpDedupIDs; op++ {
 		f := wire.AppendNodeRequest(nil, 1, op, nil)
 		if gotOp, rest, err := wire.DecodeNodeRequest(f[wire.HeaderLen:]); err != nil || gotOp != op || len(rest) != 0 {
 			t.Errorf("op %d: %d % x, %v", op, gotOp, rest, err)
@@ -820,13 +820,15 @@ const (
 	shapeGrant = "sqqsqwwi"       // channel, epoch, streamlet, host, first, limitMsgs, limitSize, leaseEnd
 	shapeInfo  = "bqqqh[qsqqbii]" // found, epoch, earliest, next, n x REF
 	shapeList  = "h[qqqwbqsiw]"   // n x HOSTED
+	// DEDUP_IDS: done, next, n x (streamlet index, record index, stamp, id)
+	shapeIDPage = "hwh[hwis]"
 )
 
 // opRequestShapes are the NODE_REQUEST op bodies of PROTOCOL.md 9.4.
 var opRequestShapes = map[wire.NodeOp]string{
-	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: shapeGrant,
+	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: "h[qsqq]" + shapeGrant,
 	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
-	wire.OpExpire: "sq",
+	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -1015,14 +1017,18 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpExpire; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpDedupIDs; op++ {
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}
 	}
 	for op, shape := range opRequestShapes {
 		var e wire.NodeEnc
-		for i := range len(shape) {
+		for i := 0; i < len(shape); i++ {
+			if shape[i] == '[' { // after a count of 0: the group is absent
+				i += strings.IndexByte(shape[i:], ']')
+				continue
+			}
 			fill[shape[i]](&e)
 		}
 		for n := 0; n <= len(e.B); n++ {
