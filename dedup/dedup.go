@@ -69,10 +69,23 @@ func fingerprint(id []byte) (h1, h2 uint64) {
 	return xxhash.Sum64(id), maphash.Bytes(seed2, id)
 }
 
+// Key is an id's fingerprint (KeyOf): a caller that looks an id up and then
+// adds it hashes it once.
+type Key struct{ h1, h2 uint64 }
+
+// KeyOf returns id's fingerprint. It does not allocate.
+func KeyOf(id []byte) Key {
+	h1, h2 := fingerprint(id)
+	return Key{h1, h2}
+}
+
 // Lookup returns the position of the message with id if it was added less
 // than the window before now (unix ns). It does not allocate.
-func (w *Window) Lookup(id []byte, now int64) (uint64, bool) {
-	h1, h2 := fingerprint(id)
+func (w *Window) Lookup(id []byte, now int64) (uint64, bool) { return w.LookupKey(KeyOf(id), now) }
+
+// LookupKey is Lookup of the id whose fingerprint is k.
+func (w *Window) LookupKey(k Key, now int64) (uint64, bool) {
+	h1, h2 := k.h1, k.h2
 	if e, ok := w.cur[h1]; ok && e.h2 == h2 && now-e.stamp < w.window {
 		w.dups++
 		return e.pos, true
@@ -88,7 +101,10 @@ func (w *Window) Lookup(id []byte, now int64) (uint64, bool) {
 // Stamps must be non-decreasing across calls (the engine's append stamps
 // are). It does not allocate once both generations have reached their
 // size.
-func (w *Window) Add(id []byte, pos uint64, stamp int64) {
+func (w *Window) Add(id []byte, pos uint64, stamp int64) { w.AddKey(KeyOf(id), pos, stamp) }
+
+// AddKey is Add of the id whose fingerprint is k.
+func (w *Window) AddKey(k Key, pos uint64, stamp int64) {
 	if len(w.cur) >= w.half || (len(w.cur) > 0 && stamp-w.curStart >= w.window) {
 		w.cur, w.prev = w.prev, w.cur
 		clear(w.cur)
@@ -96,8 +112,7 @@ func (w *Window) Add(id []byte, pos uint64, stamp int64) {
 	if len(w.cur) == 0 {
 		w.curStart = stamp
 	}
-	h1, h2 := fingerprint(id)
-	w.cur[h1] = entry{h2: h2, pos: pos, stamp: stamp}
+	w.cur[k.h1] = entry{h2: k.h2, pos: pos, stamp: stamp}
 	w.through = max(w.through, pos)
 	w.seen++
 }

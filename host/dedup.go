@@ -63,19 +63,19 @@ type chanWindow struct {
 }
 
 // lookup is w.Lookup of an empty window too; cw.mu is held.
-func (cw *chanWindow) lookup(id []byte, now int64) (uint64, bool) {
+func (cw *chanWindow) lookup(k dedup.Key, now int64) (uint64, bool) {
 	if cw.w == nil {
 		return 0, false
 	}
-	return cw.w.Lookup(id, now)
+	return cw.w.LookupKey(k, now)
 }
 
 // add is w.Add, creating the window at its first id; cw.mu is held.
-func (cw *chanWindow) add(h *Host, id []byte, pos uint64, stamp int64) {
+func (cw *chanWindow) add(h *Host, k dedup.Key, pos uint64, stamp int64) {
 	if cw.w == nil {
 		cw.w = dedup.New(h.window(), h.maxIDs())
 	}
-	cw.w.Add(id, pos, stamp)
+	cw.w.AddKey(k, pos, stamp)
 }
 
 // DedupStats are the host's deduplication counters.
@@ -151,9 +151,9 @@ func (h *Host) MessageIDs(streamlets []uint64, from int, since int64, limit int)
 		i := max(s.buf.SearchStamp(since), from, 0)
 		for ; i < n && size < limit; i++ {
 			if body, ext := s.buf.GetExt(i); ext {
-				if e, err := wire.ParseExt(body, wire.TypeData); err == nil && len(e.MsgID) > 0 {
-					pg.IDs = append(pg.IDs, StoredID{K: k, Index: i, Stamp: s.buf.Stamp(i), ID: bytes.Clone(e.MsgID)})
-					size += 15 + len(e.MsgID)
+				if id := wire.ExtMsgIDOf(body); len(id) > 0 {
+					pg.IDs = append(pg.IDs, StoredID{K: k, Index: i, Stamp: s.buf.Stamp(i), ID: bytes.Clone(id)})
+					size += 15 + len(id)
 				}
 			}
 		}
@@ -279,7 +279,7 @@ func (h *Host) complete(s *Streamlet, prior []role.StreamletRef) {
 	add := func(ref role.StreamletRef, ids []StoredID) {
 		cw.mu.Lock()
 		for _, x := range ids {
-			cw.add(h, x.ID, ref.First+uint64(x.Index), x.Stamp)
+			cw.add(h, dedup.KeyOf(x.ID), ref.First+uint64(x.Index), x.Stamp)
 		}
 		cw.mu.Unlock()
 	}
@@ -417,8 +417,8 @@ func (s *Streamlet) scanIDs(cw *chanWindow, from int, since int64) {
 		if !ext {
 			continue
 		}
-		if e, err := wire.ParseExt(body, wire.TypeData); err == nil && len(e.MsgID) > 0 {
-			cw.add(s.h, e.MsgID, s.first+uint64(i), s.buf.Stamp(i))
+		if id := wire.ExtMsgIDOf(body); len(id) > 0 {
+			cw.add(s.h, dedup.KeyOf(id), s.first+uint64(i), s.buf.Stamp(i))
 		}
 	}
 }

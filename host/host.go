@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rtm/sluice/dedup"
 	"github.com/sluice-rtm/sluice/ringbuf"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -230,13 +231,12 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 	if cw != nil {
 		cw.mu.Lock()
 	}
+	var key dedup.Key
 	for k, p := range recs {
 		x := ext != nil && ext[k]
 		var id []byte
 		if x {
-			if e, err := wire.ParseExt(p, wire.TypePublish); err == nil {
-				id = e.MsgID
-			}
+			id = wire.ExtMsgIDOf(p) // the body was checked by the gateway
 		}
 		if len(id) > 0 {
 			if !s.hasIDs.Load() {
@@ -246,7 +246,8 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 				cw = s.window(now) // takes and releases cw.mu
 				cw.mu.Lock()
 			}
-			if first, ok := cw.lookup(id, now); ok {
+			key = dedup.KeyOf(id)
+			if first, ok := cw.lookup(key, now); ok {
 				pos[k] = first
 				if dup != nil {
 					dup[k] = true
@@ -266,7 +267,7 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 		}
 		pos[k] = s.first + uint64(i)
 		if len(id) > 0 {
-			cw.add(s.h, id, pos[k], now)
+			cw.add(s.h, key, pos[k], now)
 		}
 		stored++
 		bytes += len(p)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -219,16 +220,36 @@ var ErrInvalidHeaders = fmt.Errorf("wire: invalid message headers")
 // validKeyByte reports whether c may appear in a header key: the token
 // characters of HTTP (RFC 9110, 5.6.2), so that keys such as traceparent or
 // Content-Type pass and no key holds '=' , ':' or white space.
-func validKeyByte(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
+func validKeyByte(c byte) bool { return tokenChars[c] }
+
+// tokenChars is validKeyByte's table (one load per key byte instead of a
+// chain of comparisons); it is never written after its initialisation.
+var tokenChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		switch b := byte(c); {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
+			t[c] = true
+		case strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0:
+			t[c] = true
+		}
 	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
+	return t
+}()
+
+// ExtMsgIDOf returns the message id of an extended record body that
+// ParseExt accepted (nil if it has none), reading only the flags and the
+// id's length: the host's append path, which must not parse a body the
+// gateway checked again. On a malformed body it returns nil or a prefix of
+// the body; it never panics.
+func ExtMsgIDOf(body []byte) []byte {
+	if len(body) < 2 || body[0]&ExtMsgID == 0 {
+		return nil
 	}
-	return false
+	n := int(body[1])
+	if n == 0 || len(body) < 2+n {
+		return nil
+	}
+	return body[2 : 2+n : 2+n]
 }
 
 // CheckHeaderKey reports whether key is a valid header key: 1..255 token
@@ -249,8 +270,21 @@ func CheckHeaderKey(key string) error {
 // other than tab. One pass over the bytes; utf8 is checked only when a
 // byte is not ASCII.
 func checkValue[T string | []byte](v T) error {
+	// Eight bytes at a time while none is below 0x20, 0x7f or above
+	// (SWAR: a byte b < 0x20 sets bit 7 of b - 0x20 where b < 0x80; 0x7f
+	// and up have bit 7 set after adding 1); a word that has one is
+	// checked byte by byte below.
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := uint64(v[i]) | uint64(v[i+1])<<8 | uint64(v[i+2])<<16 | uint64(v[i+3])<<24 |
+			uint64(v[i+4])<<32 | uint64(v[i+5])<<40 | uint64(v[i+6])<<48 | uint64(v[i+7])<<56
+		if (w|(w-0x20*ones)|(w+ones))&highs != 0 {
+			break
+		}
+	}
 	var hi byte
-	for i := 0; i < len(v); i++ {
+	for ; i < len(v); i++ {
 		c := v[i]
 		if (c < 0x20 && c != '\t') || c == 0x7f {
 			return fmt.Errorf("%w: value has control character 0x%02x at %d", ErrInvalidHeaders, c, i)
