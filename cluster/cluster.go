@@ -97,6 +97,8 @@ type nodeMeta struct {
 	Conns      int     `json:"cn"`
 	MsgsIn     float64 `json:"mi"`
 	BytesIn    float64 `json:"bi"`
+	// Drain: the node drains (drain.go): placement marks it Draining.
+	Drain bool `json:"d,omitempty"`
 }
 
 // Gateway is what the cluster needs from this node's gateway (package
@@ -137,6 +139,9 @@ type Config struct {
 	Conns ConnOptions
 	Log   *slog.Logger
 	Clock func() time.Time
+	// Limits returns a channel's streamlet limits (sizing the copies this
+	// node adopts, drain.go).
+	Limits func(channel string) role.Limits
 }
 
 // Cluster is the node's cluster layer: membership and load gossip, the
@@ -206,6 +211,11 @@ type Cluster struct {
 	// redialing is set while redial's dialer runs.
 	lastBeat  int64
 	redialing atomic.Bool
+	// draining is set by StartDrain; drainReq is signalled by OP_DRAIN
+	// (drain.go); copyTable holds the copies being made here.
+	draining atomic.Bool
+	drainReq chan struct{}
+	copyTable
 }
 
 // interestReg is the interest of this node's loops in one channel: how
@@ -242,7 +252,8 @@ func New(cfg Config) *Cluster {
 		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*Link),
 		dialing: make(map[string]*dial), changed: make(chan struct{}, 1), stop: make(chan struct{}),
 		interest: make(map[string]*interestReg), iwake: make(chan struct{}, 1),
-		known: make(map[string]int64), unreach: make(map[string]bool)}
+		known: make(map[string]int64), unreach: make(map[string]bool), drainReq: make(chan struct{}, 1),
+		copyTable: copyTable{copies: make(map[uint64]*pendingCopy)}}
 	cfg.Manager.SetCluster(managerHooks{c})
 	if c.host != nil {
 		c.host.SetIDSource(idSource{c}, c.rpcTimeout())
@@ -488,6 +499,9 @@ func (c *Cluster) rebuildSnap() {
 		n := placement.Node{ID: placement.NodeID(m.Name), Capacity: capacity, Load: placement.NodeLoad{
 			Streamlets: max(m.Load.Streamlets, 0), Conns: max(m.Load.Conns, 0),
 			MsgsInPerSec: max(m.Load.MsgsIn, 0), BytesInPerSec: max(m.Load.BytesIn, 0)}}
+		if m.Load.Drain || (m.Name == c.self && c.draining.Load()) {
+			n.State = placement.Draining // neither host nor manager (drain.go)
+		}
 		all = append(all, n)
 		if m.Name != c.self {
 			others = append(others, n)
@@ -506,10 +520,12 @@ func (c *Cluster) rebuildSnap() {
 func (c *Cluster) clientAddrs() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := []string{c.clientAddr}
-	var rest []string
+	var out, rest []string
+	if !c.draining.Load() {
+		out = []string{c.clientAddr}
+	}
 	for _, m := range c.members {
-		if m.Name != c.self {
+		if m.Name != c.self && !m.Load.Drain {
 			rest = append(rest, m.Client)
 		}
 	}
@@ -712,6 +728,7 @@ func (c *Cluster) markDown(node string) {
 func (c *Cluster) nodeGone(node string) {
 	c.mgr.NodeDown(node)
 	c.gw.HostDown(node)
+	c.endCopies(node)
 }
 
 // hostOf returns node's Host role.
@@ -1023,6 +1040,32 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		return wire.NodeFailed, nil, err.Error()
 	}
 	switch op {
+	case wire.OpWriteGrant, wire.OpInfo, wire.OpInterest, wire.OpExpire:
+		// A draining node passes requests for channels it no longer
+		// manages on to their manager (drain.go).
+		if ch := wire.NewNodeDec(wire.TypeNodeRequest, body).Str8(); ch != "" {
+			if status, res, text, ok := c.forward(op, ch, body); ok {
+				return status, res, text
+			}
+		}
+	}
+	switch op {
+	case wire.OpCopy:
+		ch, epoch, ref := decCopy(d)
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		if err := c.copyHere(ch, epoch, ref); err != nil {
+			return fail(err)
+		}
+	case wire.OpDrain:
+		node := d.Str8()
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		if err := c.serveDrain(node); err != nil {
+			return fail(err)
+		}
 	case wire.OpWriteGrant:
 		ch, after := d.Str8(), d.U64()
 		if err := d.Done(); err != nil {
@@ -1124,6 +1167,19 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 type Status struct {
 	Node    string         `json:"node"`
 	Members []MemberStatus `json:"members"`
+	// Copies are the streamlet copies of the node's manager (re-replication
+	// and drains, manager/copy.go).
+	Copies CopyStatus `json:"copies"`
+}
+
+// CopyStatus counts a manager's copies of closed streamlets: made, failed
+// (tried again), running now, and streamlets held by fewer usable nodes
+// than their replica count at the last tick (waiting for one).
+type CopyStatus struct {
+	Done    int64 `json:"done"`
+	Failed  int64 `json:"failed"`
+	Running int   `json:"running"`
+	Waiting int64 `json:"waiting"`
 }
 
 // MemberStatus is one member in a Status.
@@ -1139,11 +1195,14 @@ type MemberStatus struct {
 	MsgsIn     float64 `json:"msgs_in_per_sec"`
 	BytesIn    float64 `json:"bytes_in_per_sec"`
 	Load       float64 `json:"load"`
+	// Draining: the member drains (`sluice cluster drain`, SIGTERM).
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Status returns the node's view of the cluster.
 func (c *Cluster) Status() Status {
 	st := Status{Node: c.self}
+	st.Copies.Done, st.Copies.Failed, st.Copies.Running, st.Copies.Waiting = c.mgr.CopyStats()
 	c.mu.RLock()
 	down := make(map[string]bool, len(c.down))
 	for n := range c.down {
@@ -1177,6 +1236,10 @@ func (c *Cluster) Status() Status {
 		ms.Client, ms.Capacity, ms.Streamlets, ms.Channels = meta.Client, meta.Cap, meta.Streamlets, meta.Channels
 		ms.Conns, ms.MsgsIn, ms.BytesIn = meta.Conns, meta.MsgsIn, meta.BytesIn
 		ms.Load = loads[m.Name]
+		ms.Draining = meta.Drain
+		if meta.Drain && ms.State == "alive" {
+			ms.State = "draining"
+		}
 		st.Members = append(st.Members, ms)
 	}
 	return st
@@ -1282,6 +1345,11 @@ func (h managerHooks) Notify(ch string, nodes []string) { h.c.notify(ch, nodes) 
 func (h managerHooks) Managed(ch string) bool           { return h.c.managed(ch) }
 func (h managerHooks) Skew() time.Duration              { return h.c.skew() }
 func (h managerHooks) Quorate() bool                    { return h.c.Quorate() }
+func (h managerHooks) Usable(node string) bool          { return h.c.usable(node) }
+func (h managerHooks) Go(f func()) bool                 { return h.c.Go(f) }
+func (h managerHooks) Copy(to, ch string, epoch uint64, ref role.StreamletRef) error {
+	return h.c.copyTo(to, ch, epoch, ref)
+}
 func (h managerHooks) Choose(ch string, seq uint64, load manager.Load, exclude []string) (string, bool) {
 	return h.c.choose(ch, seq, load, exclude)
 }

@@ -312,7 +312,8 @@ func (l *Link) receive(h wire.Header, body []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
 		}
-		l.cl.fillCopy(f, stamps, run)
+		l.cl.fillAdoption(l.node, f, stamps, run) // a copy to adopt (drain.go), and
+		l.cl.fillCopy(f, stamps, run)             // the gateway's copy: either may exist
 	case wire.TypePing:
 		return l.send(wire.AppendPong(nil, h.ID))
 	case wire.TypePong:

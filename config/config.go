@@ -40,6 +40,9 @@ type Serve struct {
 	Options         engine.Options
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
+	// DrainTimeout bounds the graceful drain of a cluster node on SIGTERM
+	// or `sluice cluster drain` (engine.Server.Drain) before its shutdown.
+	DrainTimeout time.Duration
 	// Cluster is the [cluster] table. Cluster mode is on when
 	// Cluster.Listen is set; Options.Cluster stays nil here and
 	// EngineOptions fills it in. Cluster.Secret may be set without
@@ -68,10 +71,19 @@ func (s *Serve) EngineOptions() engine.Options {
 }
 
 // Default returns the serve defaults: engine.DefaultOptions, log level
-// info, shutdown timeout 10s.
+// info, shutdown timeout 10s, drain timeout 20s.
 func Default() Serve {
-	return Serve{Options: engine.DefaultOptions(), LogLevel: slog.LevelInfo, ShutdownTimeout: 10 * time.Second}
+	return Serve{Options: engine.DefaultOptions(), LogLevel: slog.LevelInfo, ShutdownTimeout: 10 * time.Second,
+		DrainTimeout: DefaultDrainTimeout}
 }
+
+// DefaultDrainTimeout bounds a cluster node's drain. With the shutdown
+// timeout's 10 s it makes 30 s, the termination grace period Kubernetes
+// gives a pod before SIGKILL by default; a drain needs about a second to
+// gossip, the SDK's 2 s GOAWAY grace for the clients to move, and the
+// copies of what the node holds: at most the retention budget (1 GiB by
+// default), about 9 s over a gigabit LAN.
+const DefaultDrainTimeout = 20 * time.Second
 
 // file is the layout of the TOML document. Pointers tell a key that is
 // absent (keep the value) from one set to its zero value.
@@ -108,6 +120,7 @@ type file struct {
 	WSOrigins       []string    `toml:"ws-origins"`
 	LogLevel        *string     `toml:"log-level"`
 	ShutdownTimeout *Duration   `toml:"shutdown-timeout"`
+	DrainTimeout    *Duration   `toml:"drain-timeout"`
 	ChannelRules    []rule      `toml:"channel-rules"`
 	Auth            *authTable  `toml:"auth"`
 	Cluster         *clusterTab `toml:"cluster"`
@@ -358,6 +371,7 @@ func (f *file) apply(dst *Serve) error {
 		dst.LogLevel = l
 	}
 	setd(&dst.ShutdownTimeout, f.ShutdownTimeout)
+	setd(&dst.DrainTimeout, f.DrainTimeout)
 	if f.ChannelRules != nil {
 		o.ChannelRules = nil
 		for _, r := range f.ChannelRules {
@@ -404,6 +418,9 @@ func (f *file) apply(dst *Serve) error {
 func Validate(s *Serve) error {
 	if s.ShutdownTimeout <= 0 {
 		return keyErr("shutdown-timeout", "must be positive, got %v", s.ShutdownTimeout)
+	}
+	if s.DrainTimeout <= 0 {
+		return keyErr("drain-timeout", "must be positive, got %v", s.DrainTimeout)
 	}
 	c := &s.Cluster
 	if err := checkSecret(c.Secret); err != nil {

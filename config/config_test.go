@@ -110,6 +110,7 @@ func TestErrorsNameKeyAndProblem(t *testing.T) {
 		{`slow-policy = "drop"`, []string{"slow-policy", "drop"}},
 		{`log-level = "loud"`, []string{"log-level", "loud"}},
 		{`shutdown-timeout = "0s"`, []string{"shutdown-timeout", "positive"}},
+		{`drain-timeout = "-1s"`, []string{"drain-timeout", "positive"}},
 		{`idle-timeout = "3s"`, []string{"idle-timeout", "ping-interval"}},
 		{`tls-listen = "127.0.0.1:0"`, []string{"tls-cert"}},
 		{"[[channel-rules]]\nprefix = \"\"", []string{"channel-rules[0].prefix", "empty"}},

@@ -383,6 +383,10 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	if !l.authenticate(c, h.ID, hello.Token) {
 		return
 	}
+	if l.srv.draining.Load() {
+		c.sendError(h.ID, wire.CodeShuttingDown, "this node drains: connect to another node")
+		return
+	}
 	if l.srv.plane.refusesClients() {
 		c.sendError(h.ID, wire.CodeShuttingDown, "this node is cut off from the majority of its cluster: connect to another node")
 		return

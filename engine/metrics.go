@@ -111,6 +111,14 @@ type Metrics struct {
 	Channels         int64 // managed channels (gauge)
 	Grants           int64 // write grants issued
 	Degraded         int64 // streamlets opened with fewer replicas than configured
+	// Copies of closed streamlets made for draining holders (manager):
+	// done, failed, running now, waiting at the last tick; and the copies
+	// this node adopted. Draining: the node drains.
+	CopiesDone, CopiesFailed int64
+	CopiesRunning            int
+	CopiesWaiting            int64
+	StreamletsAdopted        int64
+	Draining                 bool
 
 	HeapBytes  int64   // Go heap in use (gauge)
 	Goroutines int64   // gauge
@@ -197,7 +205,8 @@ collect:
 		StreamletsHosted: hl.Hosted, StreamletsCreated: hl.Created,
 		RetainedBytes: hl.Retained, RetentionExpired: s.ret.expired.Load(), OutboundBytes: s.outbound(),
 		Channels: int64(s.mgr.Channels()), Grants: s.mgr.Grants(), Degraded: s.mgr.Degraded(),
-		Goroutines: int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
+		StreamletsAdopted: int64(hl.Adopted),
+		Goroutines:        int64(runtime.NumGoroutine()), CPUSeconds: cpuSeconds(),
 	}
 	for i, r := range rejectReasons {
 		m.Rejected[r] = s.rejected[i].Load()
@@ -221,6 +230,8 @@ collect:
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m.HeapBytes = int64(ms.HeapInuse)
+	m.CopiesDone, m.CopiesFailed, m.CopiesRunning, m.CopiesWaiting = s.mgr.CopyStats()
+	m.Draining = s.draining.Load()
 	return m
 }
 
@@ -316,6 +327,13 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_grants_total", "counter", "Write grants issued by this node's channel manager.", float64(m.Grants))
 	p.one("sluice_streamlets_degraded_total", "counter", "Streamlets this node's manager opened with fewer replicas than configured (too few live nodes).", float64(m.Degraded))
 	p.one("sluice_channels", "gauge", "Channels managed by this node.", float64(m.Channels))
+	p.family("sluice_streamlet_copies_total", "counter", "Copies of closed streamlets this node's manager had made because their holder drains, by outcome (failed ones are tried again).")
+	p.sample("sluice_streamlet_copies_total", float64(m.CopiesDone), "outcome", "done")
+	p.sample("sluice_streamlet_copies_total", float64(m.CopiesFailed), "outcome", "failed")
+	p.one("sluice_streamlet_copies_running", "gauge", "Copies this node's manager is making now (at most 4).", float64(m.CopiesRunning))
+	p.one("sluice_streamlets_awaiting_copy", "gauge", "Closed streamlets of the channels this node manages that wait for a copy (their holder drains), at the last tick.", float64(m.CopiesWaiting))
+	p.one("sluice_streamlets_adopted_total", "counter", "Copies of other nodes' streamlets this node took over and holds.", float64(m.StreamletsAdopted))
+	p.one("sluice_draining", "gauge", "1 while this node drains (lame duck: SIGTERM or sluice cluster drain).", b2f(m.Draining))
 	node := []string{"node", m.Node}
 	p.one("sluice_node_streamlets_hosted", "gauge", "Node load: streamlets hosted.", float64(m.StreamletsHosted), node...)
 	p.one("sluice_node_connections", "gauge", "Node load: client connections.", float64(m.Connections), node...)
@@ -400,4 +418,11 @@ func (s *Server) stopMetrics() {
 		}
 		<-s.httpDone
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

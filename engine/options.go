@@ -23,6 +23,9 @@ type Status = cluster.Status
 // MemberStatus is one member in a Status.
 type MemberStatus = cluster.MemberStatus
 
+// CopyStatus is the streamlet copies of a node's manager in a Status.
+type CopyStatus = cluster.CopyStatus
+
 // SlowPolicy says what happens to a subscriber whose connection has more
 // than Options.OutboundLimit bytes waiting to be written.
 type SlowPolicy string

@@ -70,6 +70,7 @@ type Server struct {
 
 	conns     atomic.Int64
 	shutting  atomic.Bool
+	draining  atomic.Bool  // Drain was called (drain.go)
 	lingering atomic.Int64 // connections refused at open and lingering (lingerRefusal)
 	// plainLinks: node connections skip the record layer (the benchmark
 	// switch benchhook.SetPlainNodeLinks, read once at Start).
@@ -130,7 +131,7 @@ func Start(opts Options) (*Server, error) {
 			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
 				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
-			Log: s.log, Clock: s.clock})
+			Log: s.log, Clock: s.clock, Limits: opts.limitsFor})
 		s.route = s.cl.Router()
 		s.plane = clusterPlane{s, s.cl}
 	} else if opts.Replicas > 1 {

@@ -10,6 +10,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -58,8 +59,11 @@ type Streamlet struct {
 	wmu    sync.Mutex
 	wakers atomic.Pointer[[]Waker]
 	// copyOf names the node hosting the original when this is a gateway's
-	// copy (NewCopy); "" for a hosted streamlet.
-	copyOf string
+	// copy (NewCopy); "" for a hosted streamlet. adopted is set once a
+	// complete copy became a hosted streamlet (Adopt): CopyOf then
+	// reports "".
+	copyOf  string
+	adopted atomic.Bool
 	// sealSeq orders sealed streamlets by when they were sealed (from the
 	// host's seal counter; 0 while open): the retention budget frees the
 	// oldest first (retention.go).
@@ -106,7 +110,12 @@ func (s *Streamlet) Buf() *ringbuf.Buffer { return s.buf }
 
 // CopyOf returns the node hosting the original of a copy, "" for a hosted
 // streamlet.
-func (s *Streamlet) CopyOf() string { return s.copyOf }
+func (s *Streamlet) CopyOf() string {
+	if s.adopted.Load() {
+		return ""
+	}
+	return s.copyOf
+}
 
 // SealedAt returns when the buffer was sealed (unix ns), 0 while open.
 func (s *Streamlet) SealedAt() int64 { return s.sealedAt.Load() }
@@ -380,6 +389,10 @@ type Host struct {
 	streamlets map[uint64]*Streamlet
 
 	hosted atomic.Int64 // streamlets currently hosted (load report)
+	// draining: SetDraining ran; no new streamlets (checked under mu by
+	// HostStreamlet). adoptions counts the copies adopted (Adopt).
+	draining  atomic.Bool
+	adoptions atomic.Uint64
 	// retained sums the footprints of this node's history: its hosted
 	// streamlets and its gateway copies (ringbuf.Buffer.Account); the
 	// retention budget reads it (retention.go).
@@ -419,20 +432,29 @@ type Load struct {
 	Hosted, Created         int64  // streamlets hosted now, ids handed out
 	Retained                int64  // bytes of history (hosted and copies)
 	Appended, AppendedBytes uint64 // messages and payload bytes appended
+	Adopted                 uint64 // copies of other nodes' streamlets adopted (Adopt)
 }
 
 // Load returns the host's counters.
 func (h *Host) Load() Load {
 	return Load{Hosted: h.hosted.Load(), Created: int64(h.nextID.Load()), Retained: h.retained.Load(),
-		Appended: h.appended.Load(), AppendedBytes: h.appendedBytes.Load()}
+		Appended: h.appended.Load(), AppendedBytes: h.appendedBytes.Load(), Adopted: h.adoptions.Load()}
 }
+
+// ErrDraining: the node is draining (SetDraining) and hosts no new
+// streamlets; the manager chooses another host.
+var ErrDraining = errors.New("host: the node is draining and hosts no new streamlets")
 
 // HostStreamlet hosts a new streamlet under grant g. When g.Prior lists
 // earlier streamlets of the channel and this host's dedup window has not
 // seen them, their message ids are read first (from other nodes over the
 // IDSource, within its budget), so that the streamlet's first idempotent
 // append is decided on the whole window (dedup.go).
+// A draining host refuses (ErrDraining).
 func (h *Host) HostStreamlet(g role.Grant) error {
+	if h.draining.Load() {
+		return ErrDraining
+	}
 	s := &Streamlet{
 		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
 		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
@@ -457,11 +479,96 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		old.mu.Unlock()
 		return nil
 	}
+	if h.draining.Load() {
+		// SetDraining ran meanwhile: its SealOpen may have missed this one.
+		h.mu.Unlock()
+		return ErrDraining
+	}
 	h.streamlets[g.Streamlet] = s
 	h.mu.Unlock()
 	h.index(s)
 	h.hosted.Add(1)
 	return nil
+}
+
+// SetDraining makes the host refuse new streamlets (HostStreamlet answers
+// ErrDraining) and seals every open one, so that their writers ask their
+// managers for a streamlet elsewhere. It returns how many it sealed.
+func (h *Host) SetDraining() int {
+	h.mu.Lock()
+	h.draining.Store(true) // under mu: a HostStreamlet either sees it or is in the map below
+	open := make([]*Streamlet, 0, len(h.streamlets))
+	for _, s := range h.streamlets {
+		open = append(open, s)
+	}
+	h.mu.Unlock()
+	n := 0
+	for _, s := range open {
+		if s.buf.Sealed() {
+			continue
+		}
+		_, _ = s.seal(0, "")
+		n++
+	}
+	return n
+}
+
+// Draining reports whether SetDraining ran.
+func (h *Host) Draining() bool { return h.draining.Load() }
+
+// Adopt makes s, a complete copy made by this host (NewCopy) of a sealed
+// streamlet another node holds, a streamlet this host holds: List reports
+// it with meta's epoch, successor, lease, message limit and replica set
+// (the holder's own report of it, with the set as the manager will list
+// it), Streamlet finds it, and the manager may list this node as a
+// holder. It fails when s is not sealed, holds a different
+// number of records than meta, or the host holds the id already.
+func (h *Host) Adopt(s *Streamlet, meta role.Hosted) error {
+	if s.h != h || s.copyOf == "" || s.adopted.Load() {
+		return fmt.Errorf("host: streamlet %d is not a copy of this host's", s.id)
+	}
+	s.mu.Lock()
+	n, sealed := s.buf.Len(), s.buf.Sealed()
+	if !sealed || uint32(n) != meta.Len || s.first != meta.First {
+		s.mu.Unlock()
+		return fmt.Errorf("host: copy of streamlet %d is not complete (%d records from %d, sealed %v; the holder reports %d from %d)",
+			s.id, n, s.first, sealed, meta.Len, meta.First)
+	}
+	s.epoch, s.succ, s.succHost, s.leaseEnd = meta.Epoch, meta.Succ, meta.SuccHost, meta.LeaseEnd
+	if len(meta.Replicas) > 1 {
+		s.replicas = append([]string(nil), meta.Replicas...)
+	}
+	if meta.LimitMsgs > 0 {
+		s.limitMsgs = int(meta.LimitMsgs)
+	}
+	s.mu.Unlock()
+	h.mu.Lock()
+	if h.streamlets[s.id] != nil {
+		h.mu.Unlock()
+		return fmt.Errorf("host: streamlet %d is held already", s.id)
+	}
+	s.adopted.Store(true)
+	h.streamlets[s.id] = s
+	h.mu.Unlock()
+	h.index(s)
+	h.hosted.Add(1)
+	h.adoptions.Add(1)
+	return nil
+}
+
+// Channels returns the channels of which this host holds streamlets.
+func (h *Host) Channels() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	seen := make(map[string]bool)
+	var out []string
+	for _, s := range h.streamlets {
+		if !seen[s.channel] {
+			seen[s.channel] = true
+			out = append(out, s.channel)
+		}
+	}
+	return out
 }
 
 // NewCopy returns a gateway's copy of streamlet id of channel, hosted by

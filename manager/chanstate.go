@@ -409,8 +409,8 @@ func mergeReplicas(hs []role.Hosted) []role.Hosted {
 	for i := range out {
 		h := &out[i]
 		rep, ok := reporters[h.ID]
-		if !ok {
-			continue
+		if !ok || len(h.Replicas) == 0 {
+			continue // (a single-copy report chosen: it names no set to restrict)
 		}
 		set := []string{h.Replicas[0]}
 		for _, n := range h.Replicas[1:] {
@@ -425,4 +425,94 @@ func mergeReplicas(hs []role.Hosted) []role.Hosted {
 		}
 	}
 	return out
+}
+
+// toCopy appends to dst the streamlets that must be copied to another
+// node: closed, not lost, with data (an id), held by fewer usable nodes
+// than the channel's replica count (Limits.Replicas, at least 1: a
+// holder that drains is not usable, one that died was taken out of the
+// set), and that busy does not report as being copied already. Oldest
+// first, so that what expires first is not the last to be saved.
+func (cs *chanState) toCopy(usable func(node string) bool, busy func(id uint64) bool, dst []role.StreamletRef) []role.StreamletRef {
+	want := max(cs.limits.Replicas, 1)
+	for _, s := range cs.list {
+		if !s.Closed || s.Lost || s.ID == 0 || busy(s.ID) {
+			continue
+		}
+		set := s.Set()
+		n := 0
+		for _, h := range set {
+			if usable(h) {
+				n++
+			}
+		}
+		if n < want && len(set) > 0 {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+// copySource returns the holder of ref a copy is read from: the first
+// usable one, else the first (a draining holder still serves reads).
+func copySource(ref role.StreamletRef, usable func(node string) bool) string {
+	set := ref.Set()
+	for _, h := range set {
+		if usable(h) {
+			return h
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return set[0]
+}
+
+// maxHolders is the most holders a list entry names (the REF encoding's
+// limit, PROTOCOL.md 9.5).
+const maxHolders = 16
+
+// addHolder records that closed streamlet id, as listed with the holders
+// in was, is also held by to (a complete copy was made there): to leads
+// the set from then on (the holder readers go to; an old holder may be
+// leaving). It reports false, changing nothing, when the list no longer
+// has id with that set (expired, lost or changed meanwhile) or to holds
+// it already.
+func (cs *chanState) addHolder(id uint64, was []string, to string) bool {
+	for i := range cs.list {
+		s := &cs.list[i]
+		if s.ID != id {
+			continue
+		}
+		set := s.Set()
+		if s.Lost || !s.Closed || !slices.Equal(set, was) || slices.Contains(set, to) {
+			return false
+		}
+		set = append([]string{to}, set...)
+		if len(set) > maxHolders {
+			set = set[:maxHolders]
+		}
+		s.Host, s.Replicas = to, set
+		return true
+	}
+	return false
+}
+
+// successorOf returns what is known to follow streamlet id: the next
+// entry of the list, or the id claimed as its successor (claim), with
+// false when nothing does.
+func (cs *chanState) successorOf(id uint64) (uint64, string, bool) {
+	for i := range cs.list {
+		if cs.list[i].ID != id {
+			continue
+		}
+		if i+1 < len(cs.list) && cs.list[i+1].ID != 0 {
+			return cs.list[i+1].ID, cs.list[i+1].Host, true
+		}
+		break
+	}
+	if cs.claimed != 0 && cs.claimedAfter == id {
+		return cs.claimed, "", true
+	}
+	return 0, "", false
 }

@@ -31,6 +31,7 @@ func (h *slowHost) Seal(id, succ uint64, succHost string) (uint64, error) {
 // twoNodes is a Cluster of this node ("m", hosting locally) and "slow",
 // which hosts the channels named in onSlow.
 type twoNodes struct {
+	noCopies
 	local  *host.Host
 	slow   *slowHost
 	onSlow map[string]bool
@@ -134,6 +135,7 @@ func (h *hostingSlow) HostStreamlet(g role.Grant) error {
 }
 
 type slowHosting struct {
+	noCopies
 	local *host.Host
 	slow  *hostingSlow
 }

@@ -51,6 +51,13 @@ type Manager struct {
 	// configured; degradedLog is when that was last logged (unix ns).
 	degraded, degradedLog atomic.Int64
 
+	// copies: the streamlet copies in flight (copy.go), by id, guarded by
+	// cmu (taken alone); the counters are for metrics and status.
+	cmu                    sync.Mutex
+	copying                map[uint64]bool
+	copiesDone, copiesFail atomic.Int64
+	wantCopy               atomic.Int64 // streamlets waiting for a copy at the last tick
+
 	tombMu    sync.Mutex
 	tombs     map[string]tombstone
 	tombOrder []string // FIFO for eviction; bounded by maxTombs
@@ -101,6 +108,19 @@ type Cluster interface {
 	// (package cluster, quorum.go); without it the manager grants
 	// nothing.
 	Quorate() bool
+	// Usable reports whether node is a live node that keeps what it
+	// holds: false when it drains (what it holds is copied elsewhere,
+	// copy.go, and its open streamlet is closed at once) or is down or
+	// unknown (a replica lost: the others are copied up to the replica
+	// count again).
+	Usable(node string) bool
+	// Copy makes node to take over a complete copy of the closed
+	// streamlet ref of channel (epoch) from its holder ref.Host and
+	// hold it; it returns once to holds it. It waits for the network.
+	Copy(to, channel string, epoch uint64, ref role.StreamletRef) error
+	// Go runs f on the cluster's worker pool; false (f not run) when the
+	// pool is full.
+	Go(f func()) bool
 }
 
 // ErrNoQuorum: this node sees no majority of its cluster, so it grants
@@ -126,7 +146,7 @@ const maxTombs = 1 << 16
 
 // New returns a manager with no channels.
 func New(cfg Config) *Manager {
-	m := &Manager{cfg: cfg, tombs: make(map[string]tombstone)}
+	m := &Manager{cfg: cfg, tombs: make(map[string]tombstone), copying: make(map[uint64]bool)}
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]*mchan)
 	}
@@ -592,6 +612,9 @@ const (
 	ActSeal ActionKind = iota + 1
 	// ActFree frees the expired streamlet Ref at its host.
 	ActFree
+	// ActCopy copies the closed streamlet Ref, whose holder drains, to a
+	// node chosen by load and makes that node its holder (copy.go).
+	ActCopy
 )
 
 // Action is a decision of Tick for Do to carry out: a call to a host, which
@@ -600,6 +623,7 @@ type Action struct {
 	Kind    ActionKind
 	Channel string
 	Ref     role.StreamletRef
+	Epoch   uint64 // the channel's epoch (ActCopy)
 }
 
 // Tick runs the streamlet lifecycle at now under the manager's locks,
@@ -613,8 +637,9 @@ type Action struct {
 func (m *Manager) Tick(now time.Time) []Action {
 	ns := now.UnixNano()
 	var acts []Action
-	var expired []role.StreamletRef
+	var expired, copies []role.StreamletRef
 	var drop, mcs []*mchan
+	slots, waiting := m.copySlots(), 0
 	for i := range m.shards {
 		sh := &m.shards[i]
 		mcs = m.snapshot(sh, mcs[:0])
@@ -642,7 +667,11 @@ func (m *Manager) Tick(now time.Time) []Action {
 			// This node's host is called at once (memory only, so the
 			// list and the host never disagree); another node's is an
 			// action for Do.
-			if ref, ok := cs.leaseOver(ns); ok {
+			ref, ok := cs.leaseOver(ns)
+			if o, open := cs.open(); !ok && open && m.cl != nil && !m.cl.Usable(o.Host) && m.hostOf(o.Host) != nil {
+				ref, ok = o, true // its host is alive but drains (and sealed it): close it now
+			}
+			if ok {
 				if ref.Host == m.cfg.Node {
 					m.sealRef(cs, ref, ns)
 				} else {
@@ -659,6 +688,17 @@ func (m *Manager) Tick(now time.Time) []Action {
 					acts = append(acts, Action{Kind: ActFree, Channel: mc.name, Ref: ref})
 				}
 			}
+			if m.cl != nil {
+				copies = cs.toCopy(m.cl.Usable, m.copyBusy, copies[:0])
+				waiting += len(copies)
+				for _, ref := range copies {
+					if slots == 0 || !m.claimCopy(ref.ID) {
+						break
+					}
+					slots--
+					acts = append(acts, Action{Kind: ActCopy, Channel: mc.name, Ref: ref, Epoch: cs.epoch})
+				}
+			}
 			if cs.droppable(ns) {
 				drop = append(drop, mc)
 			}
@@ -668,6 +708,7 @@ func (m *Manager) Tick(now time.Time) []Action {
 			m.drop(sh, drop, ns)
 		}
 	}
+	m.wantCopy.Store(int64(waiting))
 	return acts
 }
 
@@ -678,6 +719,10 @@ func (m *Manager) Tick(now time.Time) []Action {
 func (m *Manager) Do(acts []Action) {
 	for _, a := range acts {
 		switch a.Kind {
+		case ActCopy:
+			if !m.cl.Go(func() { m.copy(a) }) {
+				m.releaseCopy(a.Ref.ID) // the pool is full: the next tick tries again
+			}
 		case ActFree:
 			m.free([]role.StreamletRef{a.Ref})
 		case ActSeal:

@@ -13,6 +13,7 @@ import (
 // over it act like two nodes that both believe they manage a channel (a
 // split brain), without sockets.
 type oneHost struct {
+	noCopies
 	h      *host.Host
 	cutOff *bool // when set and true, the node has no quorum
 }
@@ -26,6 +27,15 @@ func (o oneHost) Notify(string, []string)         {}
 func (o oneHost) Managed(string) bool             { return true }
 func (o oneHost) Skew() time.Duration             { return time.Second }
 func (o oneHost) Quorate() bool                   { return o.cutOff == nil || !*o.cutOff }
+
+// noCopies is the copy side of a test Cluster whose nodes never drain.
+type noCopies struct{}
+
+func (noCopies) Usable(string) bool { return true }
+func (noCopies) Copy(string, string, uint64, role.StreamletRef) error {
+	return errors.New("test cluster: no copies")
+}
+func (noCopies) Go(f func()) bool { f(); return true }
 
 // testConfig is a manager's configuration over host h with fixed limits
 // and clock.

@@ -15,6 +15,7 @@ import (
 // load-weighted placement, which package cluster tests); a node in dead has
 // no Host role.
 type hosts struct {
+	noCopies
 	order []string
 	hs    map[string]*host.Host
 	dead  map[string]bool

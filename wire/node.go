@@ -69,7 +69,9 @@ const (
 	OpLen        NodeOp = 10 // host: u64 id -> u8 found, u32 len
 	OpExpire     NodeOp = 11 // manager: str8 channel, u64 through -> u32 expired
 	OpDedupIDs   NodeOp = 12 // host: i64 since, u32 from, u16 n, n x u64 id -> a page of message ids
-	opMax               = OpDedupIDs
+	OpCopy       NodeOp = 13 // host: str8 channel, u64 epoch, u64 id, str8 holder, u64 first, u64 end -> empty
+	OpDrain      NodeOp = 14 // any: str8 node -> empty
+	opMax               = OpDrain
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's

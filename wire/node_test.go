@@ -204,6 +204,15 @@ type nodeCase struct {
 func nodeCases() []nodeCase {
 	grantReq := opBody(func(e *wire.NodeEnc) { e.Str8("prices.eu"); e.U64(1000) })
 	sealRes := opBody(func(e *wire.NodeEnc) { e.U64(1010) })
+	copyReq := opBody(func(e *wire.NodeEnc) {
+		e.Str8("prices.eu")
+		e.U64(7)
+		e.U64(1000)
+		e.Str8("node-c")
+		e.U64(5000)
+		e.U64(5500)
+	})
+	drainReq := opBody(func(e *wire.NodeEnc) { e.Str8("node-b") })
 	return []nodeCase{
 		// The handshake frames' golden vectors are the files of
 		// testdata/node_handshake (node_handshake_test.go).
@@ -230,6 +239,38 @@ func nodeCases() []nodeCase {
 09                          # channelLen 9
 70 72 69 63 65 73 2e 65 75  # channel "prices.eu"
 00 00 00 00 00 00 03 e8     # after 1000 (the streamlet the caller found closed)
+`},
+		{"node_request_copy", wire.AppendNodeRequest(nil, 9, wire.OpCopy, copyReq),
+			msg{hdr(wire.TypeNodeRequest, 0, 9, 50), nodeRequestV{wire.OpCopy, string(copyReq)}}, `
+# NODE_REQUEST 9: COPY streamlet 1000 of "prices.eu" (epoch 7) from node-c, positions [5000, 5500)
+# -- header --
+00 00 00 32                 # body length 50 = 1 + 49
+42                          # type NODE_REQUEST
+00                          # flags none
+00 00 00 09                 # id 9 (request id)
+# -- body --
+0d                          # op 13 = COPY
+09                          # channelLen 9
+70 72 69 63 65 73 2e 65 75  # channel "prices.eu"
+00 00 00 00 00 00 00 07     # epoch 7
+00 00 00 00 00 00 03 e8     # id 1000 (the streamlet)
+06                          # holderLen 6
+6e 6f 64 65 2d 63           # holder "node-c" (where to read it)
+00 00 00 00 00 00 13 88     # first 5000
+00 00 00 00 00 00 15 7c     # end 5500 (one past its last position)
+`},
+		{"node_request_drain", wire.AppendNodeRequest(nil, 10, wire.OpDrain, drainReq),
+			msg{hdr(wire.TypeNodeRequest, 0, 10, 8), nodeRequestV{wire.OpDrain, string(drainReq)}}, `
+# NODE_REQUEST 10: DRAIN node-b
+# -- header --
+00 00 00 08                 # body length 8 = 1 + 7
+42                          # type NODE_REQUEST
+00                          # flags none
+00 00 00 0a                 # id 10 (request id)
+# -- body --
+0e                          # op 14 = DRAIN
+06                          # nodeLen 6
+6e 6f 64 65 2d 62           # node "node-b" (the member to drain)
 `},
 		{"node_request_status", wire.AppendNodeRequest(nil, 6, wire.OpStatus, nil),
 			msg{hdr(wire.TypeNodeRequest, 0, 6, 1), nodeRequestV{wire.OpStatus, ""}}, ""},
@@ -598,7 +639,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpDedupIDs)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpDedupIDs+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpDrain)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpDrain+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
@@ -695,10 +736,10 @@ func TestNodeStatuses(t *testing.T) {
 	}
 	if wire.OpDedupIDs != 12 || wire.OpWriteGrant != 1 || wire.OpInfo != 2 || wire.OpInterest != 3 || wire.OpHost != 4 || wire.OpSeal != 5 ||
 		wire.OpFree != 6 || wire.OpList != 7 || wire.OpNotify != 8 || wire.OpStatus != 9 || wire.OpLen != 10 ||
-		wire.OpExpire != 11 {
+		wire.OpExpire != 11 || wire.OpCopy != 13 || wire.OpDrain != 14 {
 		t.Fatal("op constants moved (PROTOCOL.md 9.4)")
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpDedupIDs; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpDrain; op++ {
 		f := wire.AppendNodeRequest(nil, 1, op, nil)
 		if gotOp, rest, err := wire.DecodeNodeRequest(f[wire.HeaderLen:]); err != nil || gotOp != op || len(rest) != 0 {
 			t.Errorf("op %d: %d % x, %v", op, gotOp, rest, err)
@@ -828,7 +869,7 @@ const (
 var opRequestShapes = map[wire.NodeOp]string{
 	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: "h[qsqq]" + shapeGrant,
 	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
-	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]",
+	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]", wire.OpCopy: "sqqsqq", wire.OpDrain: "s",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -1017,7 +1058,7 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpDedupIDs; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpDrain; op++ {
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}

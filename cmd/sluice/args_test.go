@@ -80,6 +80,9 @@ func TestParseServe(t *testing.T) {
 		{[]string{"--log-level", "loud"}, nil, "log-level"},
 		{[]string{"--ttl", "soon"}, nil, "ttl"},
 		{[]string{"--shutdown-timeout", "0s"}, nil, "shutdown-timeout"},
+		{nil, func(c serveConfig) bool { return c.drainTimeout == 20*time.Second }, ""},
+		{[]string{"--drain-timeout", "45s"}, func(c serveConfig) bool { return c.drainTimeout == 45*time.Second }, ""},
+		{[]string{"--drain-timeout", "0s"}, nil, "drain-timeout"},
 	} {
 		fs := newFlagSet("serve", "", "")
 		cfg, _, err := parseServe(fs, tc.args)

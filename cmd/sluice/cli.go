@@ -49,7 +49,7 @@ func init() {
 		{"pub", "publish messages to a channel and print their positions", runPub},
 		{"sub", "subscribe to a channel and print its messages", runSub},
 		{"bench", "run load benchmarks against a Sluice server", runBench},
-		{"cluster", "inspect a cluster: 'sluice cluster status' lists its members", runCluster},
+		{"cluster", "inspect a cluster: 'sluice cluster status' lists its members, 'sluice cluster drain' drains one", runCluster},
 		{"token", "make an authentication token and its hash for the config file", runToken},
 		{"version", "print the version", runVersion},
 		{"help", "show help for sluice or a subcommand", runHelp},

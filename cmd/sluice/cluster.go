@@ -32,7 +32,7 @@ var (
 	errNodeRefused = errors.New("node handshake refused")
 	// errStatusFailed: the server failed the STATUS request, or answered
 	// something that is not a status document.
-	errStatusFailed = errors.New("status request failed")
+	errStatusFailed = errors.New("node request failed")
 )
 
 // statusMaxBody bounds the NODE_RESPONSE that carries the status
@@ -117,13 +117,19 @@ const clusterDescription = `
 Inspects a Sluice cluster. Subcommands:
 
   status   show the members of the cluster as one node sees them
+  drain    drain a node for a restart: it hands what it holds to the
+           others, sends its clients to them, and exits
 
-Run 'sluice cluster status --help' for its flags.`
+Run 'sluice cluster status --help' or 'sluice cluster drain --help' for
+their flags.`
 
 func runCluster(ctx context.Context, std stdio, args []string) int {
 	fs := newFlagSet("cluster", "SUBCOMMAND [FLAGS]", clusterDescription)
 	if len(args) > 0 && args[0] == "status" {
 		return runClusterStatus(ctx, std, args[1:])
+	}
+	if len(args) > 0 && args[0] == "drain" {
+		return runClusterDrain(ctx, std, args[1:])
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		return usageError(fs, std, fmt.Errorf("unknown subcommand %q", args[0]))
@@ -216,6 +222,49 @@ func runClusterStatus(ctx context.Context, std stdio, args []string) int {
 	return exitOK
 }
 
+const clusterDrainDescription = `
+Asks the cluster to drain node NODE (a member's name, as 'sluice cluster
+status' lists it), through any node (--server, its client address; NODE
+may be that node itself). The node then drains as on SIGTERM: it gossips
+that it drains, so no node gives it new streamlets or channels; its
+clients get GOAWAY and resume on other nodes; the streamlets it holds are
+copied to other nodes; then it exits (at the latest after its
+--drain-timeout). The command returns once the drain started; 'sluice
+cluster status' shows the node as draining until it is gone. It speaks the
+node protocol, so it needs the cluster secret like 'cluster status'.`
+
+func runClusterDrain(ctx context.Context, std stdio, args []string) int {
+	fs := newFlagSet("cluster drain", "NODE [--server HOST:PORT] [--secret SECRET | --config FILE] [--timeout DUR]", clusterDrainDescription)
+	cfg, pos, err := parseClusterStatus(fs, args)
+	if code, done := parseExit(fs, std, err); done {
+		return code
+	}
+	switch {
+	case len(pos) == 0:
+		return usageError(fs, std, errors.New("missing NODE (a member's name)"))
+	case len(pos) > 1:
+		return usageError(fs, std, fmt.Errorf("unexpected argument %q", pos[1]))
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(std.err, "sluice cluster drain: %v\n", err)
+		return exitFail
+	}
+	if cfg.configPath != "" {
+		c, err := config.LoadCluster(cfg.configPath)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.secret = c.Secret
+	}
+	var e wire.NodeEnc
+	e.Str8(pos[0])
+	if _, err := nodeRequest(ctx, cfg.server, cfg.secret, cfg.timeout, wire.OpDrain, e.B); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(std.out, "node %s drains\n", pos[0])
+	return exitOK
+}
+
 // cliNodeName is the name `cluster status` gives itself in NODE_HELLO.
 func cliNodeName() string { return "sluice-cli-" + strconv.Itoa(os.Getpid()) }
 
@@ -224,6 +273,12 @@ func cliNodeName() string { return "sluice-cli-" + strconv.Itoa(os.Getpid()) }
 // NODE_CHALLENGE, NODE_PROOF, NODE_WELCOME), then one sealed NODE_REQUEST
 // STATUS. The whole exchange is bounded by timeout and ctx.
 func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration) ([]byte, error) {
+	return nodeRequest(ctx, addr, secret, timeout, wire.OpStatus, nil)
+}
+
+// nodeRequest sends one NODE_REQUEST op with body to the node at addr
+// after the node handshake and returns its result (fetchStatus).
+func nodeRequest(ctx context.Context, addr, secret string, timeout time.Duration, op wire.NodeOp, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
@@ -258,7 +313,7 @@ func fetchStatus(ctx context.Context, addr, secret string, timeout time.Duration
 		return nil, ioErr(err)
 	}
 	sc := sess.Conn(c)
-	if _, err := sc.Write(wire.AppendNodeRequest(nil, 1, wire.OpStatus, nil)); err != nil {
+	if _, err := sc.Write(wire.AppendNodeRequest(nil, 1, op, body)); err != nil {
 		return nil, ioErr(err)
 	}
 	r := wire.NewReader(sc, statusMaxBody)
@@ -333,4 +388,7 @@ func printStatus(w io.Writer, server string, st engine.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.0f\t%.2f\n", m.Name, m.State, client, m.Streamlets, m.Channels, m.Conns, m.MsgsIn, m.Load)
 	}
 	tw.Flush()
+	cp := st.Copies
+	fmt.Fprintf(w, "copies by %s's manager: %d made, %d failed, %d running; %d streamlets under their replica count\n",
+		st.Node, cp.Done, cp.Failed, cp.Running, cp.Waiting)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -296,11 +297,12 @@ func TestPrintStatusSortsByName(t *testing.T) {
 		{Name: "c", State: "dead", Client: "h:3"},
 		{Name: "a", State: "alive", Client: "h:1", Streamlets: 4, Channels: 2, Conns: 7, MsgsIn: 1234.4, Load: 0.5},
 		{Name: "b", State: "alive"},
-	}}
+	}, Copies: engine.CopyStatus{Done: 3, Failed: 1, Running: 2, Waiting: 5}}
 	var buf bytes.Buffer
 	printStatus(&buf, "h:2", st)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 5 || lines[0] != "node b (h:2) sees 3 members, 2 alive" {
+	if len(lines) != 6 || lines[0] != "node b (h:2) sees 3 members, 2 alive" ||
+		lines[5] != "copies by b's manager: 3 made, 1 failed, 2 running; 5 streamlets under their replica count" {
 		t.Fatalf("output:\n%s", buf.String())
 	}
 	for i, want := range []string{
@@ -327,4 +329,42 @@ func TestDefaultNodeName(t *testing.T) {
 	if _, err := defaultNodeName("127.0.0.1:7400"); err == nil || !strings.Contains(err.Error(), "--node-name") {
 		t.Fatalf("no hostname: %v", err)
 	}
+}
+
+// TestClusterDrainCommand: `sluice cluster drain b`, asked of node a,
+// makes b drain and exit 0 on its own; a then sees b gone (it left).
+func TestClusterDrainCommand(t *testing.T) {
+	c := newMPCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	c.start(a)
+	c.start(b, a.gossip)
+	two := func(st engine.Status) bool { return aliveMembers(st) == 2 }
+	c.waitStatus("two alive members", 30*time.Second, two, a, b)
+	ctx := ctxE2E(t)
+	t.Setenv(clusterSecretEnv, "")
+	if code, _, errs := runCmd(ctx, "", "cluster", "drain", "--server", a.client, "--secret", mpSecret); code != exitUsage ||
+		!strings.Contains(errs, "missing NODE") {
+		t.Fatalf("no NODE: code %d stderr %q", code, errs)
+	}
+	if code, _, errs := runCmd(ctx, "", "cluster", "drain", "nobody", "--server", a.client, "--secret", mpSecret); code != exitFail ||
+		!strings.Contains(errs, "not a live member") {
+		t.Fatalf("unknown NODE: code %d stderr %q", code, errs)
+	}
+	code, out, errs := runCmd(ctx, "", "cluster", "drain", "b", "--server", a.client, "--secret", mpSecret)
+	if code != exitOK || !strings.Contains(out, "node b drains") {
+		t.Fatalf("drain b: code %d stdout %q stderr %q", code, out, errs)
+	}
+	select {
+	case <-b.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not exit after its drain")
+	}
+	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("b exited with %d after its drain, want 0", code)
+	}
+	logs, _ := os.ReadFile(b.log)
+	if !strings.Contains(string(logs), "asked to drain") || !strings.Contains(string(logs), "sluice drained") {
+		t.Fatalf("b's log does not show the drain:\n%s", logs)
+	}
+	c.waitStatus("a sees b gone", 20*time.Second, func(st engine.Status) bool { return aliveMembers(st) == 1 }, a)
 }

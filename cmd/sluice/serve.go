@@ -22,6 +22,10 @@ const serveDescription = `
 Runs a Sluice server (all roles in one process) until SIGINT or SIGTERM,
 then shuts it down gracefully: clients get GOAWAY SHUTTING_DOWN, pending
 output is flushed (for at most --shutdown-timeout) and the command exits 0.
+A cluster node first drains (also on 'sluice cluster drain'): it takes no
+new streamlets or channels, sends its clients to other nodes, and waits
+until what it holds is copied to other nodes, for at most --drain-timeout;
+a second SIGINT or SIGTERM cuts the drain short.
 It logs (to standard error) the address it listens on.
 
 Streamlet limits: a channel's newest streamlet stops taking writes after
@@ -55,6 +59,7 @@ type serveConfig struct {
 	opts            engine.Options // Cluster stays nil: see cluster
 	level           slog.Level
 	shutdownTimeout time.Duration
+	drainTimeout    time.Duration
 	configPath      string
 	// cluster is the [cluster] table and the --cluster-* flags; cluster
 	// mode is on when cluster.Listen is set.
@@ -65,11 +70,13 @@ type serveConfig struct {
 }
 
 func fromConfig(c config.Serve) serveConfig {
-	return serveConfig{opts: c.Options, level: c.LogLevel, shutdownTimeout: c.ShutdownTimeout, cluster: c.Cluster, nameSet: c.NameSet}
+	return serveConfig{opts: c.Options, level: c.LogLevel, shutdownTimeout: c.ShutdownTimeout, drainTimeout: c.DrainTimeout,
+		cluster: c.Cluster, nameSet: c.NameSet}
 }
 
 func (c *serveConfig) toConfig() config.Serve {
-	return config.Serve{Options: c.opts, LogLevel: c.level, ShutdownTimeout: c.shutdownTimeout, Cluster: c.cluster, NameSet: c.nameSet}
+	return config.Serve{Options: c.opts, LogLevel: c.level, ShutdownTimeout: c.shutdownTimeout, DrainTimeout: c.drainTimeout,
+		Cluster: c.cluster, NameSet: c.nameSet}
 }
 
 // engineOptions returns the options to start the engine with.
@@ -116,6 +123,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.Var(&addrList{p: &o.WSOrigins}, "ws-origins", "`ORIGINS` of browser pages allowed to connect over WebSocket, comma-separated (https://app.example.com, or * for any; default: pages of the host connected to)")
 	fs.Var(logLevel{&cfg.level}, "log-level", "`LEVEL`: debug, info, warn or error")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "how long a graceful shutdown may take, `DUR`")
+	fs.DurationVar(&cfg.drainTimeout, "drain-timeout", cfg.drainTimeout, "how long a cluster node's drain may take before it shuts down, `DUR`")
 	bindClusterFlags(fs, &cfg.cluster)
 }
 
@@ -207,16 +215,23 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 		attrs = append(attrs, "node", st.Node, "gossip_addr", gossipAddr(st))
 	}
 	log.Info("ready", attrs...)
+	drainReq := srv.DrainRequested() // nil (never ready) on a single node
 	for running := true; running; {
 		select {
 		case <-hup:
 			reloadAuth(log, srv, cfg.configPath)
 		case <-ctx.Done():
 			running = false
+		case <-drainReq:
+			log.Info("asked to drain (sluice cluster drain)")
+			running = false
 		case <-srv.Done():
 			log.Error("server stopped unexpectedly")
 			return exitFail
 		}
+	}
+	if _, ok := srv.Cluster(); ok {
+		drain(log, srv, cfg.drainTimeout)
 	}
 	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
@@ -227,6 +242,32 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 	}
 	log.Info("stopped")
 	return exitOK
+}
+
+// drain drains a cluster node (engine.Server.Drain) for at most timeout;
+// a further SIGINT or SIGTERM cuts it short.
+func drain(log *slog.Logger, srv *engine.Server, timeout time.Duration) {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(term)
+	log.Info("draining", "timeout", timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cut := make(chan struct{})
+	go func() { // ends with the drain (cancel)
+		defer close(cut)
+		select {
+		case <-term:
+			log.Warn("signal received again: the drain is cut short")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := srv.Drain(ctx); err != nil {
+		log.Warn("the drain did not complete", "err", err)
+	}
+	cancel()
+	<-cut
 }
 
 // reloadAuth installs the [auth] section of the configuration file at

@@ -1,0 +1,368 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/role"
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// Graceful drain and streamlet copies (DESIGN.md, "Drain and copies").
+//
+// A draining node gossips it (nodeMeta.Drain), so every view, its own
+// included, marks it placement.Draining: it is chosen neither as a host
+// nor as a manager. Its host takes no new streamlets and seals the open
+// ones (host.SetDraining); the channels it managed move to the next
+// manager in every view, which rebuilds them from the hosts' reports (the
+// draining node still answers LIST, reads and feeds, and passes manager
+// requests that still reach it on to the new manager). Each manager's
+// Tick finds the closed streamlets whose holder is not Usable and has a
+// live node chosen by load copy them (OP_COPY: the target reads the
+// streamlet from the holder with NODE_READ and adopts the complete copy,
+// copyHere), then lists the target as the holder. The draining node is
+// done when no streamlet it holds is listed with it as the only holder
+// (DrainLeft, drainPending).
+
+// StartDrain puts the node in lame-duck mode: it gossips that it drains,
+// and its own view marks it Draining at once. Idempotent.
+func (c *Cluster) StartDrain() {
+	if c.draining.Swap(true) {
+		return
+	}
+	c.metaMu.Lock()
+	c.meta.Drain = true
+	c.metaMu.Unlock()
+	if ml := c.ml.Load(); ml != nil {
+		if err := ml.UpdateMeta(time.Second); err != nil {
+			c.log.Warn("sluice cluster: gossiping the drain", "err", err)
+		}
+		c.refresh()
+	}
+	c.log.Info("sluice cluster: draining: no new streamlets or channels here; what this node holds is copied to others", "node", c.self)
+}
+
+// Draining reports whether StartDrain ran.
+func (c *Cluster) Draining() bool { return c.draining.Load() }
+
+// DrainRequested is signalled when a peer or `sluice cluster drain` asks
+// this node to drain (OP_DRAIN); the server then drains and exits.
+func (c *Cluster) DrainRequested() <-chan struct{} { return c.drainReq }
+
+// usable reports whether node is a live member (in this node's view, not
+// marked down) that does not drain: a holder that keeps what it holds.
+// What a draining holder holds is copied elsewhere; so is what a dead
+// replica held, from the replicas left (re-replication).
+func (c *Cluster) usable(node string) bool {
+	if node == c.self {
+		return !c.draining.Load()
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	m, ok := c.members[node]
+	_, down := c.down[node]
+	return ok && !down && !m.Load.Drain
+}
+
+// usableOthers counts the live members other than this node that do not
+// drain: the nodes a draining node's streamlets can go to.
+func (c *Cluster) usableOthers() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for name, m := range c.members {
+		if _, down := c.down[name]; name != c.self && !down && !m.Load.Drain {
+			n++
+		}
+	}
+	return n
+}
+
+// drainPending counts the streamlets of one channel that this node (self)
+// holds, as its host reports them (hs), whose data is nowhere else yet,
+// given the channel's list as its manager answered it (found false: the
+// manager knows no such channel). A streamlet still open, or closed in the
+// list with no usable holder but self, is pending; one the list does not
+// have (expired, or never listed: an orphan) or lists as lost has nothing
+// left to save; one listed with another usable holder (not draining too)
+// is safe.
+func drainPending(self string, hs []role.Hosted, info role.ChannelInfo, found bool, usable func(node string) bool) int {
+	n := 0
+	for _, h := range hs {
+		if !found {
+			continue
+		}
+		i := slices.IndexFunc(info.Streamlets, func(r role.StreamletRef) bool { return r.ID == h.ID })
+		if i < 0 {
+			continue
+		}
+		r := info.Streamlets[i]
+		switch {
+		case r.Lost:
+		case !r.Closed || !h.Sealed:
+			n++
+		case !slices.ContainsFunc(r.Set(), func(n string) bool { return n != self && usable(n) }):
+			n++
+		}
+	}
+	return n
+}
+
+// DrainLeft reports how many streamlets this node holds whose data no
+// other node holds yet, asking each channel's manager for its list (which
+// also makes a manager that took a channel over rebuild it, and so start
+// copying it). noTarget is set when no other live node can take them: a
+// drain then has nothing to wait for. It waits for the network.
+func (c *Cluster) DrainLeft() (left int, noTarget bool) {
+	if c.usableOthers() == 0 {
+		return 0, true
+	}
+	for _, ch := range c.host.Channels() {
+		hs, _ := c.host.List(ch)
+		info, found, err := c.info(ch, false)
+		if err != nil {
+			left += len(hs) // cannot tell: wait and ask again
+			continue
+		}
+		left += drainPending(c.self, hs, info, found, c.usable)
+	}
+	return left, false
+}
+
+// copyTimeout bounds one copy: reading one streamlet (at most LimitSize
+// bytes) over a node link.
+func (c *Cluster) copyTimeout() time.Duration { return 10 * c.rpcTimeout() }
+
+// pendingCopy is a copy this node is making to adopt (copyHere): filled
+// by NODE_FEED on the link from the holder; changed is signalled at every
+// fill and when the feed ends.
+type pendingCopy struct {
+	s       *host.Streamlet
+	from    string
+	changed chan struct{}
+}
+
+// copies are the pending copies by streamlet id, guarded by copyMu
+// (taken alone).
+type copyTable struct {
+	copyMu sync.Mutex
+	copies map[uint64]*pendingCopy
+}
+
+func (pc *pendingCopy) signal() {
+	select {
+	case pc.changed <- struct{}{}:
+	default:
+	}
+}
+
+// errCopy: a copy could not be completed.
+var errCopy = errors.New("cluster: copy failed")
+
+// copyHere makes this node hold a complete copy of the closed streamlet
+// ref of channel, read from its holder ref.Host (NODE_READ from record 0;
+// the feed fills the copy, fillAdoption), then adopted with the holder's own
+// report of it (epoch, successor, length). Holding it already is success.
+// It waits for the network, at most copyTimeout.
+func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) error {
+	if c.host.Streamlet(ref.ID) != nil {
+		return nil
+	}
+	if ref.Host == c.self {
+		return fmt.Errorf("%w: streamlet %d: this node is its holder but does not hold it", errCopy, ref.ID)
+	}
+	if c.host.Draining() {
+		return fmt.Errorf("%w: this node drains", errCopy)
+	}
+	l := c.cfg.Limits(channel)
+	pc := &pendingCopy{s: c.host.NewCopy(ref.ID, channel, ref.First, l, ref.Host), from: ref.Host, changed: make(chan struct{}, 1)}
+	c.copyMu.Lock()
+	if c.copies[ref.ID] != nil {
+		c.copyMu.Unlock()
+		pc.s.Drop()
+		return fmt.Errorf("%w: streamlet %d is being copied already", errCopy, ref.ID)
+	}
+	c.copies[ref.ID] = pc
+	c.copyMu.Unlock()
+	done := false
+	defer func() {
+		c.copyMu.Lock()
+		delete(c.copies, ref.ID)
+		c.copyMu.Unlock()
+		if !done {
+			pc.s.Drop()
+		}
+	}()
+	if err := c.Read(ref.Host, ref.ID, 0); err != nil {
+		return fmt.Errorf("%w: %v", errCopy, err)
+	}
+	t := time.NewTimer(c.copyTimeout())
+	defer t.Stop()
+	for !pc.s.Buf().Sealed() {
+		select {
+		case <-pc.changed:
+		case <-t.C:
+			c.Unread(ref.Host, ref.ID)
+			return fmt.Errorf("%w: streamlet %d from %s: not complete in %v (%d records)", errCopy, ref.ID, ref.Host,
+				c.copyTimeout(), pc.s.Buf().Len())
+		case <-c.stop:
+			return fmt.Errorf("%w: shutting down", errCopy)
+		}
+	}
+	if pc.s.BrokenAt() != 0 {
+		return fmt.Errorf("%w: streamlet %d: the link to %s failed", errCopy, ref.ID, ref.Host)
+	}
+	hs, err := remoteHost{c, ref.Host}.List(channel)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errCopy, err)
+	}
+	i := slices.IndexFunc(hs, func(h role.Hosted) bool { return h.ID == ref.ID })
+	if i < 0 {
+		return fmt.Errorf("%w: %s no longer holds streamlet %d", errCopy, ref.Host, ref.ID)
+	}
+	if hs[i].Epoch != epoch || !hs[i].Sealed {
+		return fmt.Errorf("%w: %s reports streamlet %d in epoch %d sealed %v, want a sealed one of epoch %d", errCopy,
+			ref.Host, ref.ID, hs[i].Epoch, hs[i].Sealed, epoch)
+	}
+	// This node leads the set, as the manager lists it once the copy is
+	// made (manager.chanState.addHolder): its report then agrees with the
+	// list when a manager rebuilds the channel from the hosts.
+	meta := hs[i]
+	set := meta.Replicas
+	if len(set) == 0 {
+		set = []string{ref.Host}
+	}
+	meta.Replicas = append([]string{c.self}, set...)
+	if len(meta.Replicas) > 16 {
+		meta.Replicas = meta.Replicas[:16]
+	}
+	if err := c.host.Adopt(pc.s, meta); err != nil {
+		return fmt.Errorf("%w: %v", errCopy, err)
+	}
+	done = true
+	c.log.Debug("sluice cluster: holding a copy", "channel", channel, "streamlet", ref.ID, "from", ref.Host, "records", hs[i].Len)
+	return nil
+}
+
+// fillAdoption applies a NODE_FEED from node to a pending copy (on the link's
+// loop); it reports whether the feed was one.
+func (c *Cluster) fillAdoption(node string, f wire.NodeFeed, stamps, run []byte) bool {
+	c.copyMu.Lock()
+	pc := c.copies[f.Streamlet]
+	c.copyMu.Unlock()
+	if pc == nil || pc.from != node {
+		return false
+	}
+	pc.s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, bool, int64) {
+		var p []byte
+		var ext bool
+		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
+		return p, ext, wire.FeedStamp(stamps, i)
+	}, f.Flags&(wire.FeedSealed|wire.FeedGone) != 0)
+	pc.signal()
+	return true
+}
+
+// endCopies breaks the pending copies fed by node (its link failed).
+func (c *Cluster) endCopies(node string) {
+	c.copyMu.Lock()
+	var ended []*pendingCopy
+	for _, pc := range c.copies {
+		if pc.from == node {
+			ended = append(ended, pc)
+		}
+	}
+	c.copyMu.Unlock()
+	for _, pc := range ended {
+		pc.s.Break()
+		pc.signal()
+	}
+}
+
+// copyTo has node to take over a complete copy of ref (manager.Cluster's
+// Copy): copyHere on this node, or OP_COPY to another.
+func (c *Cluster) copyTo(to, channel string, epoch uint64, ref role.StreamletRef) error {
+	if to == c.self {
+		return c.copyHere(channel, epoch, ref)
+	}
+	var e wire.NodeEnc
+	encCopy(&e, channel, epoch, ref)
+	l := c.link(to)
+	if l == nil {
+		return fmt.Errorf("%w: %s unreachable", ErrLinkDown, to)
+	}
+	_, err := l.callFor(wire.OpCopy, e.B, c.copyTimeout()+c.callTimeout())
+	return err
+}
+
+// encCopy encodes OP_COPY's request: str8 channel, u64 epoch, u64 id,
+// str8 holder, u64 first, u64 end (PROTOCOL.md 9.5).
+func encCopy(e *wire.NodeEnc, channel string, epoch uint64, ref role.StreamletRef) {
+	e.Str8(channel)
+	e.U64(epoch)
+	e.U64(ref.ID)
+	e.Str8(ref.Host)
+	e.U64(ref.First)
+	e.U64(ref.End)
+}
+
+// decCopy decodes OP_COPY's request; d's sticky error reports a
+// malformed body.
+func decCopy(d *wire.NodeDec) (channel string, epoch uint64, ref role.StreamletRef) {
+	channel, epoch = d.Str8(), d.U64()
+	ref.ID, ref.Host, ref.First, ref.End, ref.Closed = d.U64(), d.Str8(), d.U64(), d.U64(), true
+	return channel, epoch, ref
+}
+
+// serveDrain is OP_DRAIN: node drains (this one, or a member it passes
+// the request on to).
+func (c *Cluster) serveDrain(node string) error {
+	if node == c.self || node == "" {
+		select {
+		case c.drainReq <- struct{}{}:
+		default: // asked already
+		}
+		return nil
+	}
+	c.mu.RLock()
+	_, ok := c.members[node]
+	c.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("cluster: %q is not a live member", node)
+	}
+	var e wire.NodeEnc
+	e.Str8(node)
+	_, err := c.call(node, wire.OpDrain, e.B)
+	return err
+}
+
+// Drain asks node (a member's name; "" or this node's name: this node) to
+// drain (OP_DRAIN); it returns once the request was accepted.
+func (c *Cluster) Drain(node string) error { return c.serveDrain(node) }
+
+// forward serves a manager request that reached a draining node for a
+// channel it no longer manages: the new manager in this node's view
+// answers it (so a peer whose view is a moment old is served, and this
+// node builds no state for the channel). It reports false when the
+// request is this node's to serve.
+func (c *Cluster) forward(op wire.NodeOp, channel string, body []byte) (status uint8, res []byte, text string, ok bool) {
+	if !c.draining.Load() {
+		return 0, nil, "", false
+	}
+	m, found := c.managerOf(channel)
+	if !found || m == c.self {
+		return 0, nil, "", false
+	}
+	b, err := c.call(m, op, body)
+	if err != nil {
+		if oe, isOp := errors.AsType[*opError](err); isOp {
+			return oe.status, nil, oe.text, true
+		}
+		return wire.NodeFailed, nil, err.Error(), true
+	}
+	return wire.NodeOK, b, "", true
+}

@@ -1,0 +1,129 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Copies of closed streamlets (DESIGN.md, "Drain and copies"). A closed
+// streamlet held by fewer usable nodes than its channel's replica count
+// (a holder drains: the cluster reports it not Usable; or one died and
+// left the set) is copied to a node chosen by the load-weighted placement
+// among those not holding it, which reads it from a holder and holds it;
+// the list then names the new holder first, so readers read it there and
+// a draining holder may go. This is both the drain's hand-over and the
+// re-replication after a node death. Tick decides (chanState.toCopy), at
+// most maxCopies at a time per manager; Do runs each copy on the
+// cluster's pool; copy records the outcome under the channel's lock.
+
+// maxCopies bounds the copies one manager runs at once: the rate limit of
+// the copy traffic (each copy is one streamlet, at most LimitSize bytes,
+// read over the node link).
+const maxCopies = 4
+
+// copySlots returns how many more copies may start now.
+func (m *Manager) copySlots() int {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	return max(maxCopies-len(m.copying), 0)
+}
+
+// copyBusy reports whether streamlet id is being copied.
+func (m *Manager) copyBusy(id uint64) bool {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	return m.copying[id]
+}
+
+// claimCopy marks streamlet id as being copied; false if it is already.
+func (m *Manager) claimCopy(id uint64) bool {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	if m.copying[id] || len(m.copying) >= maxCopies {
+		return false
+	}
+	m.copying[id] = true
+	return true
+}
+
+func (m *Manager) releaseCopy(id uint64) {
+	m.cmu.Lock()
+	delete(m.copying, id)
+	m.cmu.Unlock()
+}
+
+// errNoCopyTarget: no usable node other than the holders can take a
+// copy (fewer live nodes than the replica count): the streamlet waits,
+// counted in CopyStats, without a failure or a log line per tick.
+var errNoCopyTarget = errors.New("manager: no node can take a copy")
+
+// copy carries out ActCopy a (on a pool worker, no lock held): choose the
+// target by load among the usable nodes other than the holder, have it
+// copy the streamlet, then record it as the holder. The successor known
+// to this manager is recorded on the new holder first (the copy carries
+// the successor its old holder had recorded; this covers one recorded
+// since), under the channel's lock, so that a manager rebuilding the
+// channel from the hosts' reports knows, from the new holder alone,
+// whether anything follows the streamlet (DESIGN.md, "Positions are never
+// reused").
+func (m *Manager) copy(a Action) {
+	defer m.releaseCopy(a.Ref.ID)
+	err := m.copyTo(a)
+	if errors.Is(err, errNoCopyTarget) {
+		return
+	}
+	if err != nil {
+		m.copiesFail.Add(1)
+		if m.cfg.Log != nil {
+			m.cfg.Log.Warn("sluice cluster: copying a streamlet failed; the next tick tries again", "channel", a.Channel,
+				"streamlet", a.Ref.ID, "holder", a.Ref.Host, "err", err)
+		}
+		return
+	}
+	m.copiesDone.Add(1)
+}
+
+func (m *Manager) copyTo(a Action) error {
+	was := a.Ref.Set()
+	to, ok := m.cl.Choose(a.Channel, a.Ref.First, Load{}, was)
+	if !ok || slices.Contains(was, to) {
+		return errNoCopyTarget
+	}
+	src := a.Ref
+	src.Host = copySource(a.Ref, m.cl.Usable)
+	if err := m.cl.Copy(to, a.Channel, a.Epoch, src); err != nil {
+		return fmt.Errorf("copy from %s to %s: %w", src.Host, to, err)
+	}
+	mc := m.lockExisting(a.Channel)
+	if mc == nil {
+		return nil // the channel moved to another manager: it lists the holders it finds
+	}
+	defer mc.mu.Unlock()
+	if succ, succHost, ok := mc.st.successorOf(a.Ref.ID); ok {
+		host := m.hostOf(to)
+		if host == nil {
+			return fmt.Errorf("%w: %s", errHostGone, to)
+		}
+		if _, err := host.Seal(a.Ref.ID, succ, succHost); err != nil {
+			return fmt.Errorf("recording the successor on %s: %w", to, err)
+		}
+	}
+	if !mc.st.addHolder(a.Ref.ID, was, to) {
+		return nil // expired or lost meanwhile
+	}
+	if len(mc.st.rnodes) > 0 {
+		m.cl.Notify(a.Channel, readerNodes(mc.st))
+	}
+	return nil
+}
+
+// CopyStats reports the copies of closed streamlets this manager made,
+// those that failed (and are retried), those running now and the
+// streamlets that waited for one at the last tick.
+func (m *Manager) CopyStats() (done, failed int64, running int, waiting int64) {
+	m.cmu.Lock()
+	running = len(m.copying)
+	m.cmu.Unlock()
+	return m.copiesDone.Load(), m.copiesFail.Load(), running, m.wantCopy.Load()
+}
