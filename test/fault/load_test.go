@@ -192,6 +192,9 @@ type faultCase struct {
 	// fault applies the fault to the topology at the end of the warm
 	// phase and returns when it is healed.
 	fault func(tp *topo)
+	// nonEvent: the fault must be invisible to subscribers (a drained
+	// node's restart): no GAP of any kind and no epoch change either.
+	nonEvent bool
 }
 
 // Timing of every case. bound is the promise under test: every
@@ -334,6 +337,32 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 	}
 	if res.Delivered == 0 {
 		t.Errorf("%s: nothing delivered", fc.name)
+	}
+	if fc.nonEvent {
+		why := map[string]int{}
+		for _, e := range all {
+			if e.Outcome == Refused {
+				why[e.Err]++
+			}
+		}
+		for text, n := range why {
+			t.Logf("  %d refused: %s", n, text)
+		}
+		gaps := 0
+		for _, s := range subs {
+			sn, _ := s.snapshot()
+			for _, e := range sn.Events {
+				if e.Kind == Gap {
+					if gaps++; gaps <= 5 {
+						t.Logf("  %s: GAP [%d, %d]", sn.Name, e.From, e.To)
+					}
+				}
+			}
+		}
+		if gaps > 0 || res.Announced > 0 || res.Epochs > 0 {
+			t.Errorf("%s: %d GAPs (%d acknowledged messages announced lost) and %d epoch changes, want none", fc.name,
+				gaps, res.Announced, res.Epochs)
+		}
 	}
 	return res
 }
