@@ -16,8 +16,9 @@
 // the previous one is cleared and reused. So a Window remembers every id of
 // the last window as long as fewer than MaxIDs/2 arrived in it, and never
 // more than MaxIDs ids: about 40 bytes each, e.g. 4 MB for the default
-// 100,000. Nothing is deleted one by one, which keeps lookups short (a map
-// with many deleted slots probes long).
+// 100,000, plus a Bloom filter of 8 to 16 bits per id (at most 200 KB for
+// the default). Nothing is deleted one by one, which keeps lookups short (a
+// map with many deleted slots probes long).
 //
 // A Window is not safe for concurrent use: the engine calls it under the
 // lock that serialises the channel's appends.
@@ -41,10 +42,15 @@ type Window struct {
 	window    int64 // ns
 	half      int   // entries per generation
 	cur, prev map[uint64]entry
-	curStart  int64 // stamp of the first id of cur
-	through   uint64
-	seen      uint64
-	dups      uint64
+	// curBits and prevBits are one-hash Bloom filters of the generations'
+	// keys (8 to 16 bits per entry, so about one new id in ten probes a
+	// map): an id that is new, the common case, is told apart without the
+	// two map probes that miss the cache in a large window.
+	curBits, prevBits filter
+	curStart          int64 // stamp of the first id of cur
+	through           uint64
+	seen              uint64
+	dups              uint64
 }
 
 type entry struct {
@@ -58,7 +64,45 @@ type entry struct {
 func New(window time.Duration, maxIDs int) *Window {
 	half := max(maxIDs/2, 1)
 	return &Window{window: max(int64(window), 1), half: half,
-		cur: make(map[uint64]entry, min(half, 1024)), prev: make(map[uint64]entry, min(half, 1024))}
+		cur: make(map[uint64]entry, min(half, 1024)), prev: make(map[uint64]entry, min(half, 1024)),
+		curBits: newFilter(min(half, 1024)), prevBits: newFilter(min(half, 1024))}
+}
+
+// filter is a one-hash Bloom filter of 8 to 16 bits per key, grown with
+// its generation, so a small window keeps a small one.
+type filter struct {
+	words []uint64
+	shift uint // 64 - log2(bits): a key's bit is the top of its h2
+}
+
+// newFilter returns a filter for n keys.
+func newFilter(n int) filter {
+	bits := uint(6) // at least one word
+	for 1<<bits < 8*n {
+		bits++
+	}
+	return filter{words: make([]uint64, 1<<(bits-6)), shift: 64 - bits}
+}
+
+func (f *filter) has(k Key) bool {
+	b := k.h2 >> f.shift // h2: the maps are keyed by h1
+	return f.words[b>>6]&(1<<(b&63)) != 0
+}
+
+func (f *filter) add(k Key) {
+	b := k.h2 >> f.shift
+	f.words[b>>6] |= 1 << (b & 63)
+}
+
+// fits reports whether the filter keeps 8 bits per key for n keys.
+func (f *filter) fits(n int) bool { return 8*n <= 64*len(f.words) }
+
+// refill sizes f for n keys and sets the keys of m (h2 of each entry).
+func (f *filter) refill(n int, m map[uint64]entry) {
+	*f = newFilter(n)
+	for _, e := range m {
+		f.add(Key{h2: e.h2})
+	}
 }
 
 // seed2 keys the second hash; fingerprints only live in this process.
@@ -86,6 +130,9 @@ func (w *Window) Lookup(id []byte, now int64) (uint64, bool) { return w.LookupKe
 // LookupKey is Lookup of the id whose fingerprint is k.
 func (w *Window) LookupKey(k Key, now int64) (uint64, bool) {
 	h1, h2 := k.h1, k.h2
+	if !w.curBits.has(k) && !w.prevBits.has(k) {
+		return 0, false
+	}
 	if e, ok := w.cur[h1]; ok && e.h2 == h2 && now-e.stamp < w.window {
 		w.dups++
 		return e.pos, true
@@ -107,12 +154,18 @@ func (w *Window) Add(id []byte, pos uint64, stamp int64) { w.AddKey(KeyOf(id), p
 func (w *Window) AddKey(k Key, pos uint64, stamp int64) {
 	if len(w.cur) >= w.half || (len(w.cur) > 0 && stamp-w.curStart >= w.window) {
 		w.cur, w.prev = w.prev, w.cur
+		w.curBits, w.prevBits = w.prevBits, w.curBits
 		clear(w.cur)
+		clear(w.curBits.words)
 	}
 	if len(w.cur) == 0 {
 		w.curStart = stamp
 	}
 	w.cur[k.h1] = entry{h2: k.h2, pos: pos, stamp: stamp}
+	if !w.curBits.fits(len(w.cur)) {
+		w.curBits.refill(2*len(w.cur), w.cur) // doubling: amortised O(1) per id
+	}
+	w.curBits.add(k)
 	w.through = max(w.through, pos)
 	w.seen++
 }

@@ -150,3 +150,33 @@ func BenchmarkLookupAdd(b *testing.B) {
 		}
 	}
 }
+
+// TestFiltersGrow: the generations' Bloom filters grow with them and never
+// hide an id: every id of the current and the previous generation is found
+// after many doublings, and most unknown ids are turned away by the
+// filters alone (a false positive only costs the map probes).
+func TestFiltersGrow(t *testing.T) {
+	w := New(time.Hour, 100_000)
+	const n = 80_000 // fills cur (50,000), rotates, 30,000 more
+	for i := range n {
+		w.Add(fmt.Appendf(nil, "id-%d", i), uint64(i+1), int64(i))
+	}
+	for i := range n {
+		if pos, ok := w.Lookup(fmt.Appendf(nil, "id-%d", i), n); !ok || pos != uint64(i+1) {
+			t.Fatalf("id-%d: %d %v", i, pos, ok)
+		}
+	}
+	passed := 0
+	for i := range 10_000 {
+		k := KeyOf(fmt.Appendf(nil, "unknown-%d", i))
+		if w.curBits.has(k) || w.prevBits.has(k) {
+			passed++
+		}
+		if _, ok := w.LookupKey(k, n); ok {
+			t.Fatalf("unknown-%d found", i)
+		}
+	}
+	if passed > 2_500 { // 8-16 bits per id: about 6-12% per filter
+		t.Fatalf("%d of 10,000 unknown ids passed the filters", passed)
+	}
+}

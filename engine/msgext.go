@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"fmt"
-
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -56,13 +54,13 @@ func (l *loop) checkExt(c *conn, h wire.Header, body []byte) bool {
 		c.sendError(0, wire.CodeProtocolError, "PUBLISH has flag EXT, but headers were not negotiated")
 		return false
 	}
-	e, err := wire.ParseExt(body, wire.TypePublish)
-	if err != nil {
-		c.sendError(0, wire.CodeProtocolError, err.Error())
+	_, malformed, invalid := wire.ParseExtChecked(body, wire.TypePublish) // one walk over the headers
+	if malformed != nil {
+		c.sendError(0, wire.CodeProtocolError, malformed.Error())
 		return false
 	}
-	if err := wire.CheckHeaderBlock(e.Headers); err != nil {
-		c.sendError(h.ID, wire.CodeInvalidHeaders, fmt.Sprintf("%v", err))
+	if invalid != nil {
+		c.sendError(h.ID, wire.CodeInvalidHeaders, invalid.Error())
 		return false
 	}
 	return true

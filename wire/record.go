@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Records with headers and message ids (PROTOCOL.md 2.14).
@@ -137,6 +138,21 @@ func AppendExt(dst []byte, id []byte, hs []HeaderField, payload []byte) []byte {
 // CheckHeaderBlock). frame names the frame in errors. It does not allocate
 // on success.
 func ParseExt(body []byte, frame Type) (Ext, error) {
+	e, err, _ := parseExt(body, frame, false)
+	return e, err
+}
+
+// ParseExtChecked is ParseExt that also judges the header keys and values
+// as CheckHeaderBlock does, in the same walk over the block (the server's
+// publish path). A layout error wraps ErrMalformed and wins over a key or
+// value error anywhere in the block; a record whose layout is sound but
+// whose keys or values are not is returned with an invalid error wrapping
+// ErrInvalidHeaders.
+func ParseExtChecked(body []byte, frame Type) (e Ext, malformed, invalid error) {
+	return parseExt(body, frame, true)
+}
+
+func parseExt(body []byte, frame Type, judge bool) (Ext, error, error) {
 	d := decoder{b: body, frame: frame}
 	f := d.u8("ext flags")
 	switch {
@@ -161,34 +177,54 @@ func ParseExt(body []byte, frame Type) (Ext, error) {
 		}
 		e.Headers = d.bytes(int(n), "header block")
 		if d.err == nil {
-			if err := checkHeaderLayout(e.Headers, frame); err != nil {
-				return Ext{}, err
+			malformed, invalid := checkHeaderLayout(e.Headers, frame, judge)
+			if malformed != nil {
+				return Ext{}, malformed, nil
 			}
+			e.Payload = d.rest()
+			return e, nil, invalid
 		}
 	}
 	e.Payload = d.rest()
 	if d.err != nil {
-		return Ext{}, d.err
+		return Ext{}, d.err, nil
 	}
-	return e, nil
+	return e, nil, nil
 }
 
 // checkHeaderLayout checks that block is 1..MaxHeaders whole entries with
-// non-empty keys.
-func checkHeaderLayout(block []byte, frame Type) error {
+// non-empty keys, and with judge the keys and values too (the first
+// invalid one is reported, after the whole layout passed).
+func checkHeaderLayout(block []byte, frame Type, judge bool) (malformed, invalid error) {
 	n := 0
 	for rest := block; len(rest) > 0; n++ {
 		if n == MaxHeaders {
-			return fmt.Errorf("%w: %v: more than %d headers", ErrMalformed, frame, MaxHeaders)
+			return fmt.Errorf("%w: %v: more than %d headers", ErrMalformed, frame, MaxHeaders), nil
 		}
-		k, _, r, ok := NextHeader(rest)
+		k, v, r, ok := NextHeader(rest)
 		if !ok {
-			return fmt.Errorf("%w: %v: header %d overruns the header block", ErrMalformed, frame, n)
+			return fmt.Errorf("%w: %v: header %d overruns the header block", ErrMalformed, frame, n), nil
 		}
 		if len(k) == 0 {
-			return fmt.Errorf("%w: %v: header %d has an empty key", ErrMalformed, frame, n)
+			return fmt.Errorf("%w: %v: header %d has an empty key", ErrMalformed, frame, n), nil
+		}
+		if judge && invalid == nil {
+			invalid = checkEntry(k, v)
 		}
 		rest = r
+	}
+	return nil, invalid
+}
+
+// checkEntry judges one header entry's key and value.
+func checkEntry(k, v []byte) error {
+	for i, c := range k {
+		if !validKeyByte(c) {
+			return fmt.Errorf("%w: key %q: byte 0x%02x at %d is not a token character", ErrInvalidHeaders, k, c, i)
+		}
+	}
+	if err := checkValue(v); err != nil {
+		return fmt.Errorf("header %q: %w", k, err)
 	}
 	return nil
 }
@@ -267,18 +303,16 @@ func CheckHeaderKey(key string) error {
 }
 
 // checkValue reports whether v is valid UTF-8 without control characters
-// other than tab. One pass over the bytes; utf8 is checked only when a
-// byte is not ASCII.
-func checkValue[T string | []byte](v T) error {
-	// Eight bytes at a time while none is below 0x20, 0x7f or above
-	// (SWAR: a byte b < 0x20 sets bit 7 of b - 0x20 where b < 0x80; 0x7f
-	// and up have bit 7 set after adding 1); a word that has one is
-	// checked byte by byte below.
+// other than tab. Eight bytes at a time while they are printable ASCII
+// (SWAR: a byte b < 0x20 sets bit 7 of b - 0x20 when no lower byte
+// borrowed; 0x7f and up have bit 7 set after adding 1, or before); a word
+// that has another byte is checked byte by byte from there, and utf8 only
+// when a byte is not ASCII.
+func checkValue(v []byte) error {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
-		w := uint64(v[i]) | uint64(v[i+1])<<8 | uint64(v[i+2])<<16 | uint64(v[i+3])<<24 |
-			uint64(v[i+4])<<32 | uint64(v[i+5])<<40 | uint64(v[i+6])<<48 | uint64(v[i+7])<<56
+		w := binary.LittleEndian.Uint64(v[i:])
 		if (w|(w-0x20*ones)|(w+ones))&highs != 0 {
 			break
 		}
@@ -291,10 +325,16 @@ func checkValue[T string | []byte](v T) error {
 		}
 		hi |= c
 	}
-	if hi >= 0x80 && !utf8.Valid([]byte(v)) {
+	if hi >= 0x80 && !utf8.Valid(v) {
 		return fmt.Errorf("%w: value is not valid UTF-8", ErrInvalidHeaders)
 	}
 	return nil
+}
+
+// checkValueString is checkValue of a string, read in place (the bytes
+// are only read, and not kept).
+func checkValueString(v string) error {
+	return checkValue(unsafe.Slice(unsafe.StringData(v), len(v)))
 }
 
 // CheckHeaders validates headers before they are sent: at most MaxHeaders
@@ -311,7 +351,7 @@ func CheckHeaders(hs []HeaderField) error {
 		if err := CheckHeaderKey(h.Key); err != nil {
 			return err
 		}
-		if err := checkValue(h.Value); err != nil {
+		if err := checkValueString(h.Value); err != nil {
 			return fmt.Errorf("header %q: %w", h.Key, err)
 		}
 	}
@@ -327,13 +367,8 @@ func CheckHeaderBlock(block []byte) error {
 		if !ok {
 			return fmt.Errorf("%w: truncated header block", ErrInvalidHeaders)
 		}
-		for i, c := range k {
-			if !validKeyByte(c) {
-				return fmt.Errorf("%w: key %q: byte 0x%02x at %d is not a token character", ErrInvalidHeaders, k, c, i)
-			}
-		}
-		if err := checkValue(v); err != nil {
-			return fmt.Errorf("header %q: %w", k, err)
+		if err := checkEntry(k, v); err != nil {
+			return err
 		}
 		rest = r
 	}

@@ -36,13 +36,13 @@ func TestCheckValueAgainstModel(t *testing.T) {
 		if got, want := checkValue(v) == nil, slowCheckValue(v); got != want {
 			t.Fatalf("checkValue(%q) ok %v, want %v", v, got, want)
 		}
-		if got := checkValue(string(v)) == nil; got != slowCheckValue(v) {
+		if got := checkValueString(string(v)) == nil; got != slowCheckValue(v) {
 			t.Fatalf("checkValue(string %q) ok %v", v, got)
 		}
 	}
 	for _, v := range []string{"", strings.Repeat("x", 64), strings.Repeat("x", 63) + "\x7f", "héllo wörld, ça va",
 		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", strings.Repeat("a", 16) + "\t" + strings.Repeat("b", 16)} {
-		if got := checkValue(v) == nil; got != slowCheckValue([]byte(v)) {
+		if got := checkValueString(v) == nil; got != slowCheckValue([]byte(v)) {
 			t.Fatalf("checkValue(%q) ok %v", v, got)
 		}
 	}

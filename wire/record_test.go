@@ -310,6 +310,14 @@ func FuzzExt(f *testing.F) {
 		if okLen != (err == nil) || okStrip != (err == nil) {
 			t.Fatalf("StrippedLen %v StripRun %v ParseExt %v", okLen, okStrip, err)
 		}
+		ce, malformed, invalid := wire.ParseExtChecked(b, wire.TypePublish)
+		if (malformed == nil) != (err == nil) || err == nil && (!reflect.DeepEqual(ce, e) ||
+			(invalid == nil) != (wire.CheckHeaderBlock(e.Headers) == nil)) {
+			t.Fatalf("ParseExtChecked %v %v, ParseExt %v", malformed, invalid, err)
+		}
+		if invalid != nil && !errors.Is(invalid, wire.ErrInvalidHeaders) {
+			t.Fatalf("invalid headers error %v", invalid)
+		}
 		if id := wire.ExtMsgIDOf(b); len(id) > len(b) || err == nil && !bytes.Equal(id, e.MsgID) {
 			t.Fatalf("ExtMsgIDOf %q, ParseExt %q", id, e.MsgID)
 		}
@@ -329,6 +337,59 @@ func FuzzExt(f *testing.F) {
 		}
 		if (wire.CheckHeaderBlock(e.Headers) == nil) != (wire.CheckHeaders(hs) == nil) {
 			t.Fatalf("block and fields judged differently: %+v", hs)
+		}
+	})
+}
+
+// BenchmarkHeaderChecks: what a publish with a W3C traceparent and a
+// content type costs to check, on the client (CheckHeaders, fields) and
+// on the server (ParseExt then CheckHeaderBlock), and what the host reads
+// (ExtMsgIDOf against a second ParseExt).
+func BenchmarkHeaderChecks(b *testing.B) {
+	hs := []wire.HeaderField{
+		{Key: "traceparent", Value: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+		{Key: "content-type", Value: "application/json"},
+	}
+	body := wire.AppendExt(nil, []byte("order-0000000017"), hs, make([]byte, 128))
+	b.Run("CheckHeaders", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := wire.CheckHeaders(hs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ParseExt+CheckHeaderBlock", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			e, err := wire.ParseExt(body, wire.TypePublish)
+			if err != nil || wire.CheckHeaderBlock(e.Headers) != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ParseExtChecked", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, malformed, invalid := wire.ParseExtChecked(body, wire.TypePublish); malformed != nil || invalid != nil {
+				b.Fatal(malformed, invalid)
+			}
+		}
+	})
+	b.Run("host/ParseExt", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if e, err := wire.ParseExt(body, wire.TypePublish); err != nil || len(e.MsgID) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("host/ExtMsgIDOf", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(wire.ExtMsgIDOf(body)) == 0 {
+				b.Fatal("no id")
+			}
 		}
 	})
 }
