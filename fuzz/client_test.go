@@ -30,11 +30,11 @@ type outCheck struct {
 	next    map[uint32]uint64
 	fresh   map[uint32]bool // SUBSCRIBED came, nothing for the sub yet
 	data    int             // DATA frames seen
-	// features WELCOME accepted. The harness offers none, but raw,
-	// mutated and any-type frames may offer headers or S2, which the
-	// server then accepts (the engine's tests check that it accepts only
-	// what was offered).
+	// features WELCOME accepted (headers, S2): DATA records are extended
+	// only with headers, and compressed only with S2.
 	features wire.Features
+	exts     int // extended records seen in DATA
+	zdata    int // compressed DATA frames seen
 
 	answers []answer // in arrival order
 	acked   map[uint32]bool
@@ -115,14 +115,19 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 	case wire.TypeData:
 		var first uint64
 		var count uint32
+		var recs []byte
 		var err error
 		if h.Flags&wire.FlagCompressed != 0 {
-			first, count, _, _, err = wire.DecodeDataS2(body, nil, oc.maxBody)
+			first, count, recs, _, err = wire.DecodeDataS2(body, nil, oc.maxBody)
+			oc.zdata++
 		} else {
-			first, count, _, err = wire.DecodeData(body)
+			first, count, recs, err = wire.DecodeData(body)
 		}
 		if err != nil {
 			return err
+		}
+		if err := oc.records(recs); err != nil {
+			return fmt.Errorf("DATA for subscription %d at %d: %w", h.ID, first, err)
 		}
 		want, ok := oc.next[h.ID]
 		switch {
@@ -180,6 +185,30 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		oc.fatal = &wire.Error{Code: g.Code, Text: "GOAWAY: " + g.Text}
 	default:
 		return fmt.Errorf("server sent %v", h.Type)
+	}
+	return nil
+}
+
+// records checks the records of a DATA (inflated if it was compressed):
+// an extended record only for a connection that negotiated headers, and
+// then one whose headers passed the checks of a PUBLISH (2.14: the server
+// stores what it accepted, byte for byte).
+func (oc *outCheck) records(run []byte) error {
+	for rec, ext, rest, ok := wire.NextRecordExt(run); ok; rec, ext, rest, ok = wire.NextRecordExt(rest) {
+		if !ext {
+			continue
+		}
+		if oc.features&wire.FeatureHeaders == 0 {
+			return fmt.Errorf("an extended record for a connection without headers")
+		}
+		e, err := wire.ParseExt(rec, wire.TypeData)
+		if err != nil {
+			return err
+		}
+		if err := wire.CheckHeaderBlock(e.Headers); err != nil {
+			return fmt.Errorf("a stored record with headers a PUBLISH may not have: %w", err)
+		}
+		oc.exts++
 	}
 	return nil
 }
@@ -333,6 +362,9 @@ func (fc *fconn) finish() error {
 			<-fc.done
 			if fc.bad != nil {
 				return fc.bad
+			}
+			if fc.oc.features != fc.m.features {
+				return fmt.Errorf("WELCOME accepted features %#x, the HELLO offered %#x of the server's", fc.oc.features, fc.m.features)
 			}
 			return fc.m.checkAnswers(fc.oc.answers)
 		case <-fc.done:

@@ -12,28 +12,29 @@ import (
 // picks the operation; the following bytes are its fields. Past the end of
 // the input every field reads as zero, so any byte string is an input.
 const (
-	opHello     = iota // a valid HELLO with fuzzer-chosen versions, features, name, token
-	opPublish          // a PUBLISH: flags, channel, payload (maybe over maxPayload)
-	opSubscribe        // a SUBSCRIBE: subID, start kind (maybe undefined), arg, epoch, channel
-	opUnsub            // an UNSUBSCRIBE of a fuzzer-chosen subID
-	opPing             // a PING
-	opPong             // a PONG (nobody asked for it)
-	opRaw              // up to 63 raw fuzzer bytes
-	opTruncated        // a valid frame cut at a fuzzer-chosen length
-	opHuge             // a bare header declaring a fuzzer-chosen (often huge) length
-	opMutated          // a valid frame with one byte changed
-	opReopen           // end the current connection and judge it; the next write opens a new one
-	opSwitch           // switch between two concurrent connections
-	opSplit            // write in pieces of 1..32 bytes from now on (0 = whole)
-	opAnyType          // a frame of any type, flags and id with a fuzzer body
-	opHalfClose        // close the sending side (the server sees EOF)
-	opBurst            // 1..48 small PUBLISHes to one channel
+	opHello      = iota // a valid HELLO with fuzzer-chosen versions, features, name, token
+	opPublish           // a PUBLISH: flags, channel, payload (maybe over maxPayload)
+	opSubscribe         // a SUBSCRIBE: subID, start kind (maybe undefined), arg, epoch, channel
+	opUnsub             // an UNSUBSCRIBE of a fuzzer-chosen subID
+	opPing              // a PING
+	opPong              // a PONG (nobody asked for it)
+	opRaw               // up to 63 raw fuzzer bytes
+	opTruncated         // a valid frame cut at a fuzzer-chosen length
+	opHuge              // a bare header declaring a fuzzer-chosen (often huge) length
+	opMutated           // a valid frame with one byte changed
+	opReopen            // end the current connection and judge it; the next write opens a new one
+	opSwitch            // switch between two concurrent connections
+	opSplit             // write in pieces of 1..32 bytes from now on (0 = whole)
+	opAnyType           // a frame of any type, flags and id with a fuzzer body
+	opHalfClose         // close the sending side (the server sees EOF)
+	opBurst             // 1..48 small PUBLISHes to one channel
+	opPublishExt        // a PUBLISH with EXT: message id and headers (maybe invalid), maybe COMPRESSED
 	numOps
 )
 
 // opNames names the operations in failure reports.
 var opNames = [numOps]string{"hello", "publish", "subscribe", "unsubscribe", "ping", "pong", "raw",
-	"truncated", "huge", "mutated", "reopen", "switch", "split", "anytype", "halfclose", "burst"}
+	"truncated", "huge", "mutated", "reopen", "switch", "split", "anytype", "halfclose", "burst", "publishext"}
 
 // Bounds that keep one input fast (milliseconds).
 const (
@@ -118,10 +119,9 @@ func (s *src) hello() []byte {
 	if v := s.u8(); v >= 128 {
 		h.MinVersion, h.MaxVersion = uint16(v&3), uint16(v>>2&3)
 	}
-	// Any feature bit but those the server accepts (headers and S2, whose
-	// frames the harness's model does not predict; FuzzExt, FuzzS2 and the
-	// engine's tests cover them): the server must ignore them.
-	h.Features = wire.Features(s.u8()) &^ (wire.FeatureHeaders | wire.FeatureS2)
+	// Any feature bits: the server accepts headers and S2 when offered
+	// (the model follows) and must ignore the others.
+	h.Features = wire.Features(s.u8())
 	h.Name = string(s.n(int(s.u8() % 32)))
 	h.Token = make([]byte, int(s.u16())%4200) // over 4096 is malformed
 	return wire.AppendHello(nil, s.id(), h)
@@ -130,6 +130,47 @@ func (s *src) hello() []byte {
 func (s *src) publish() []byte {
 	id, flags, ch := s.id(), wire.Flags(s.u8()), s.channel()
 	return wire.AppendPublish(nil, id, flags, ch, s.payload())
+}
+
+// ids are the message ids publishExt mostly uses, so that repeats meet
+// the dedup window.
+var ids = [...]string{"id-0", "id-1", "order-17"}
+
+// publishExt is a PUBLISH with flag EXT: an extended record body with a
+// message id (a shared one, fuzzer bytes, or none) and 0..3 headers whose
+// keys and values are fuzzer bytes (so often invalid), or an ext-flags byte
+// of 0 when it has neither (malformed); compressed as one S2 block when
+// the fuzzer says so (valid only after S2 was negotiated).
+func (s *src) publishExt() []byte {
+	id, flags, ch := s.id(), wire.Flags(s.u8())&wire.FlagAck|wire.FlagExt, s.channel()
+	var mid []byte
+	switch c := s.u8(); {
+	case c < 128:
+		mid = []byte(ids[int(c)%len(ids)])
+	case c < 192:
+		mid = s.n(1 + int(c%64))
+	}
+	var hs []wire.HeaderField
+	for range s.u8() % 4 {
+		k := s.n(1 + int(s.u8()%16))
+		if len(k) == 0 {
+			k = []byte("k")
+		}
+		hs = append(hs, wire.HeaderField{Key: string(k), Value: string(s.n(int(s.u8() % 48)))})
+	}
+	compress := s.u8()&1 == 1
+	payload := s.payload()
+	body := []byte{0} // neither: malformed
+	if len(mid) > 0 || len(hs) > 0 {
+		body = wire.AppendExt(nil, mid, hs, payload)
+	}
+	if compress {
+		f, _ := wire.AppendPublishS2(nil, id, flags, ch, body, nil)
+		return f
+	}
+	f := wire.AppendHeader(nil, wire.TypePublish, flags, id, 1+len(ch)+len(body))
+	f = append(append(append(f, byte(len(ch))), ch...), body...)
+	return f
 }
 
 func (s *src) subscribe() []byte {
@@ -144,7 +185,7 @@ func (s *src) subscribe() []byte {
 
 // frame builds one valid client frame of a fuzzer-chosen type.
 func (s *src) frame() []byte {
-	switch s.u8() % 6 {
+	switch s.u8() % 7 {
 	case 0:
 		return s.hello()
 	case 1:
@@ -155,6 +196,8 @@ func (s *src) frame() []byte {
 		return wire.AppendUnsubscribe(nil, s.id(), uint32(s.u8()%12))
 	case 4:
 		return wire.AppendPing(nil, s.id())
+	case 5:
+		return s.publishExt()
 	default:
 		return wire.AppendPong(nil, s.id())
 	}
@@ -177,6 +220,9 @@ type driver struct {
 type outcome struct {
 	model model       // what the protocol required
 	fatal *wire.Error // the fatal ERROR or GOAWAY the server sent
+	// What the connection received: DATA frames, compressed ones, and
+	// extended records in them.
+	data, zdata, exts int
 }
 
 // runInput decodes data into actions and performs them on fresh
@@ -226,7 +272,7 @@ func (d *driver) end(i int) {
 		if err := fc.finish(); err != nil {
 			d.errs = append(d.errs, fmt.Errorf("connection %d: %w", i, err))
 		}
-		d.ended = append(d.ended, outcome{model: fc.m, fatal: fc.oc.fatal})
+		d.ended = append(d.ended, outcome{model: fc.m, fatal: fc.oc.fatal, data: fc.oc.data, zdata: fc.oc.zdata, exts: fc.oc.exts})
 		d.conns[i] = nil
 	}
 }
@@ -285,5 +331,7 @@ func (d *driver) action(s *src) {
 		}
 		d.write(b)
 		d.frames += n - 1
+	case opPublishExt:
+		d.write(s.publishExt())
 	}
 }

@@ -18,11 +18,14 @@ import (
 type model struct {
 	pending []byte // bytes of a frame not yet complete
 	hello   bool   // a HELLO was accepted
-	closed  bool   // the protocol requires the server to close
-	codes   []wire.Code
-	why     string // the frame that required the close
-	frames  int    // whole frames judged
-	after   int    // bytes written after the frame that required the close
+	// features the HELLO offered that the server must accept (headers,
+	// S2): EXT and COMPRESSED PUBLISHes are judged by them.
+	features wire.Features
+	closed   bool // the protocol requires the server to close
+	codes    []wire.Code
+	why      string // the frame that required the close
+	frames   int    // whole frames judged
+	after    int    // bytes written after the frame that required the close
 
 	// expect lists, in order, the answer every request must get: every
 	// SUBSCRIBE, UNSUBSCRIBE and PING, every PUBLISH with ACK, and every
@@ -83,9 +86,28 @@ func (m *model) fatal(why string, codes ...wire.Code) {
 
 // judge applies the protocol's rules to one whole frame.
 func (m *model) judge(h wire.Header, body []byte) {
+	if h.Flags&wire.FlagCompressed != 0 && m.hello && m.features&wire.FeatureS2 != 0 && h.Type == wire.TypePublish {
+		// Section 2.15: after S2 was negotiated a PUBLISH may carry the
+		// bytes after its channel as one S2 block that declares at most
+		// max payload bytes; it is then judged as the inflated PUBLISH.
+		pl, err := wire.PublishPrefixLen(body)
+		var n int
+		if err == nil {
+			n, err = wire.S2DecodedLen(body[pl:], maxPayload, wire.TypePublish)
+		}
+		if err == nil {
+			body, err = wire.Inflate(nil, body, pl, uint32(pl+n), wire.TypePublish)
+		}
+		if err != nil {
+			m.fatal("compressed PUBLISH: "+err.Error(), wire.CodeProtocolError)
+			return
+		}
+		h.Flags &^= wire.FlagCompressed
+	}
 	if h.Flags&wire.FlagCompressed != 0 {
-		// Section 1.3: COMPRESSED without a negotiated S2 is malformed.
-		// Before the handshake HELLO_REQUIRED is as good an answer.
+		// Section 1.3: COMPRESSED without a negotiated S2 (or on another
+		// type) is malformed. Before the handshake HELLO_REQUIRED is as
+		// good an answer.
 		if m.hello {
 			m.fatal(fmt.Sprintf("%v with COMPRESSED", h.Type), wire.CodeProtocolError)
 		} else {
@@ -108,6 +130,7 @@ func (m *model) judge(h wire.Header, body []byte) {
 			return
 		}
 		m.hello = true
+		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2)
 		return
 	}
 	var err error
@@ -115,14 +138,25 @@ func (m *model) judge(h wire.Header, body []byte) {
 	case wire.TypePublish:
 		var name, payload []byte
 		if name, payload, err = wire.DecodePublish(body); err == nil {
-			if h.Flags&wire.FlagExt != 0 && len(payload) <= maxPayload {
-				// Sections 1.3 and 2.3: EXT without negotiated headers is
-				// malformed (the harness never offers FeatureHeaders; a
-				// payload over the limit is refused first).
-				m.fatal("PUBLISH with EXT", wire.CodeProtocolError)
-				return
-			}
 			e := expectation{id: h.ID, what: fmt.Sprintf("PUBLISH to %q", name)}
+			if h.Flags&wire.FlagExt != 0 && len(payload) <= maxPayload {
+				// Sections 1.3, 2.3 and 2.14 (a payload over the limit is
+				// refused first): EXT without negotiated headers, or an
+				// extended body whose layout is wrong, is malformed; keys
+				// or values that break the rules get INVALID_HEADERS.
+				if m.features&wire.FeatureHeaders == 0 {
+					m.fatal("PUBLISH with EXT", wire.CodeProtocolError)
+					return
+				}
+				x, err := wire.ParseExt(payload, wire.TypePublish)
+				if err != nil {
+					m.fatal("PUBLISH with EXT: "+err.Error(), wire.CodeProtocolError)
+					return
+				}
+				if wire.CheckHeaderBlock(x.Headers) != nil {
+					e.codes = append(e.codes, wire.CodeInvalidHeaders)
+				}
+			}
 			if wire.ValidChannel(name) != nil {
 				e.codes = append(e.codes, wire.CodeInvalidChannel)
 			}

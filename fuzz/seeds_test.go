@@ -39,6 +39,37 @@ func (s script) hello(id uint32, v byte, tokenLen uint16) script {
 	return s.op(opHello, v, 0, 4, 's', 'e', 'e', 'd').u16(tokenLen).u32(id)
 }
 
+// helloF is hello offering features f.
+func (s script) helloF(id uint32, f wire.Features) script {
+	return s.op(opHello, 0, byte(f), 4, 's', 'e', 'e', 'd').u16(0).u32(id)
+}
+
+// hdr is one header of publishExt (key of 1..16 bytes, value < 48).
+type hdr struct{ k, v string }
+
+// publishExt: id, flags, channel, id choice (< 128 a shared id, < 192 raw
+// bytes, else none), headers, compress, payload.
+func (s script) publishExt(id uint32, flags wire.Flags, ch string, idChoice byte, hs []hdr, compress bool, size byte) script {
+	s = s.op(opPublishExt).u32(id)
+	s = append(s, byte(flags))
+	s = s.channel(ch)
+	s = append(s, idChoice)
+	if idChoice >= 128 && idChoice < 192 {
+		s = append(s, "raw-id-bytes-and-more-of-them-for-the-longest-choice-of-sixty-four"[:1+idChoice%64]...)
+	}
+	s = append(s, byte(len(hs)))
+	for _, h := range hs {
+		s = append(append(s, byte(len(h.k)-1)), h.k...)
+		s = append(append(s, byte(len(h.v))), h.v...)
+	}
+	c := byte(0)
+	if compress {
+		c = 1
+	}
+	s = append(s, c, size)
+	return append(s, "pattern!"[:min(8, payloadLen(size))]...)
+}
+
 // publish: id, flags, channel, payload (size byte, pattern).
 func (s script) publish(id uint32, flags wire.Flags, ch string, size byte) script {
 	s = s.op(opPublish).u32(id)
@@ -128,7 +159,34 @@ func seeds(tb testing.TB) []seed {
 	for i := range byte(maxSubs + 2) {
 		tooMany = tooMany.subscribe(uint32(10+i), i, wire.StartLive, 0, "fz.b")
 	}
+	trace := []hdr{{"traceparent", "00-0af7651916cd43dd-b7ad6b71-01"}, {"ct", "json"}}
+	withHeaders := script(nil).helloF(1, wire.FeatureHeaders)
+	withS2 := script(nil).helloF(1, wire.FeatureHeaders|wire.FeatureS2)
+	// A compressed PUBLISH to "x" whose S2 block declares 1 GiB.
+	bomb := append([]byte{1, 'x'}, binary.AppendUvarint(nil, 1<<30)...)
+	bomb = append(bomb, 0, 0, 0, 0)
 	return []seed{
+		// Headers, message ids and S2 (PROTOCOL.md 2.14, 2.15): extended
+		// records delivered to a subscriber that negotiated headers, a
+		// repeated id answered with the first position, compressed
+		// publishes and DATA; a plain subscriber gets the payloads alone.
+		// (An id is stored once per server: on later runs against the
+		// same server it is a repeat, so the records counted on have none.)
+		{"ext-headers-session", withHeaders.subscribe(2, 1, wire.StartLive, 0, "fz.a").
+			publishExt(3, wire.FlagAck, "fz.a", 0, trace, false, 5).publishExt(4, wire.FlagAck, "fz.a", 0, trace, false, 5).
+			publishExt(5, wire.FlagAck, "fz.a", 130, nil, false, 9).publishExt(6, wire.FlagAck, "fz.a", 255, trace, false, 9).ping(7), 0},
+		{"ext-s2-session", withS2.subscribe(2, 1, wire.StartLive, 0, "fz.b").
+			publishExt(3, wire.FlagAck, "fz.b", 255, trace, true, 128+20).publishExt(4, wire.FlagAck, "fz.b", 1, trace, true, 40).
+			op(opBurst, 47, 1).channel("fz.b").ping(5), 0},
+		{"ext-stripped-for-plain", withHeaders.publishExt(2, wire.FlagAck, "fz.hot", 255, trace, false, 7).op(opSwitch, 1).
+			hello(1, 0, 0).subscribe(2, 1, wire.StartLast, 3, "fz.hot").ping(3), 0},
+		{"refuse-invalid-headers", withHeaders.publishExt(2, wire.FlagAck, "fz.a", 0, []hdr{{"a b", "v"}}, false, 3).
+			publishExt(3, wire.FlagAck, "fz.a", 0, []hdr{{"k", "bell\a"}}, false, 3).ping(4), 0},
+		{"malformed-ext-without-headers", hello.publishExt(2, wire.FlagAck, "fz.a", 0, trace, false, 3), wire.CodeProtocolError},
+		{"malformed-ext-neither", withHeaders.publishExt(2, wire.FlagAck, "fz.a", 255, nil, false, 3), wire.CodeProtocolError},
+		{"malformed-compressed-without-s2", withHeaders.publishExt(2, wire.FlagAck, "fz.a", 0, trace, true, 3), wire.CodeProtocolError},
+		{"malformed-s2-bomb", withS2.anyType(wire.TypePublish, wire.FlagCompressed|wire.FlagAck, 2, bomb), wire.CodeProtocolError},
+
 		// Valid traffic, and the golden vectors of every client frame.
 		{"valid-session", session, 0},
 		{"golden-vectors", script(nil).raw(golden), 0},
@@ -305,6 +363,16 @@ func TestSeedOutcomes(t *testing.T) {
 				t.Fatalf("connection ended without a fatal ERROR, want %v", s.code)
 			case s.code != 0 && o.fatal.Code != s.code && !o.model.allows(o.fatal.Code):
 				t.Fatalf("connection ended with %v, want %v", o.fatal, s.code)
+			}
+			// The sessions with headers and S2 deliver what they promise
+			// (outCheck checked each record of each DATA).
+			switch last := d.ended[len(d.ended)-1]; {
+			case s.name == "ext-headers-session" && o.exts == 0:
+				t.Fatal("no extended record delivered")
+			case s.name == "ext-s2-session" && (o.zdata == 0 || o.exts == 0):
+				t.Fatalf("%d compressed DATA, %d extended records: want both", o.zdata, o.exts)
+			case s.name == "ext-stripped-for-plain" && (last.data == 0 || last.exts != 0):
+				t.Fatalf("the plain subscriber got %d DATA with %d extended records", last.data, last.exts)
 			}
 			if err := probe(addr); err != nil {
 				t.Fatal(err)
