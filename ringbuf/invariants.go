@@ -15,7 +15,7 @@ func (b *Buffer) checkAppend(i int, need int) {
 		panic(fmt.Sprintf("ringbuf invariant: record %d: table published %v, committed %d", i, t == b.wtab, b.committed.Load()))
 	}
 	e, ok := b.entry(t, i)
-	if !ok || int(e.chunk) >= b.nchunks || t.chunks[e.chunk] == nil {
+	if !ok || int(e.chunk) >= int(b.nchunks) || t.chunks[e.chunk] == nil {
 		panic(fmt.Sprintf("ringbuf invariant: record %d not reachable from the published table", i))
 	}
 	if int(e.off)+need > len(t.chunks[e.chunk].b) {

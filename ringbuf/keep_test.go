@@ -48,3 +48,33 @@ func TestKeptChunksSurviveGC(t *testing.T) {
 	}
 	drain()
 }
+
+// TestKeepListSkipsSmallChunksAndTrims: a recycled chunk under a page is
+// not kept on the free list (it would pin memory the allocator reuses
+// anyway), and TrimKept drops kept chunks down to its argument, largest
+// first.
+func TestKeepListSkipsSmallChunksAndTrims(t *testing.T) {
+	defer SetKeepLimit(DefaultKeepLimit)
+	TrimKept(0)
+	SetKeepLimit(1 << 30)
+	small := getChunkClass(smallClass(64))
+	putChunk(small)
+	if got := KeptBytes(); got != 0 {
+		t.Fatalf("a 64 B chunk was kept (%d bytes on the free list)", got)
+	}
+	page, big := getChunkClass(smallClass(keepMinSize)), getChunkClass(smallClass(stdChunkSize))
+	putChunk(page)
+	putChunk(big)
+	if got := KeptBytes(); got != keepMinSize+stdChunkSize {
+		t.Fatalf("kept %d bytes, want %d", got, keepMinSize+stdChunkSize)
+	}
+	if got := TrimKept(keepMinSize); got != stdChunkSize || KeptBytes() != keepMinSize {
+		t.Fatalf("TrimKept(%d) dropped %d, %d left", keepMinSize, got, KeptBytes())
+	}
+	if got := TrimKept(0); got != keepMinSize || KeptBytes() != 0 {
+		t.Fatalf("TrimKept(0) dropped %d, %d left", got, KeptBytes())
+	}
+	if c := getChunkClass(smallClass(stdChunkSize)); c == big {
+		t.Fatal("a trimmed chunk was handed out again")
+	}
+}

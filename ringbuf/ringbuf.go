@@ -60,8 +60,7 @@ const maxPayload = math.MaxInt32
 // extBit is the length word's flag bit (AppendExt, GetExt).
 const extBit = 1 << 31
 
-// cacheLine is the padding unit that keeps hot atomics of different sharers
-// on different cache lines.
+// cacheLine is the cache line size: a Buffer's size is a multiple of it.
 const cacheLine = 64
 
 // entry is one record's index entry. It is written by the writer before the
@@ -91,17 +90,20 @@ var emptyTable = &table{}
 // not usable. Methods state which side (writer or reader) may call them; see
 // the package comment for the lifetime contract.
 type Buffer struct {
-	_ [cacheLine]byte
-	// committed is the number of visible records. Stored only by the writer
-	// (release), after the record's bytes, index entry and any table growth.
-	committed atomic.Int64
-	_         [cacheLine - 8]byte
 	// refs encodes the reference count and the freed flag: refs = 2*count | freed.
 	// The owner's implicit reference is counted. Readers RMW it on
-	// Acquire/Release, hence its own cache line.
+	// Acquire/Release (once per read batch, not per record).
 	refs atomic.Int64
-	_    [cacheLine - 8]byte
-
+	// committed is the number of visible records. Stored only by the writer
+	// (release), after the record's bytes, index entry and any table growth.
+	//
+	// No cache-line padding: the writer stores to this line at every append
+	// (committed), so readers miss on it once per append whatever else lives
+	// there, and their reference counting adds one miss per batch. Three
+	// padded lines made a Buffer 424 bytes, the largest part of a small
+	// channel (issue 14); unpadded it is bufferSize bytes, a size class whose
+	// objects start on a cache line.
+	committed atomic.Int64
 	// Read-mostly, shared: changes only on table growth, Seal, Free.
 	tab    atomic.Pointer[table]
 	sealed atomic.Bool
@@ -109,26 +111,29 @@ type Buffer struct {
 	footprint atomic.Int64
 	// acct, if set (Account), receives every change of footprint too.
 	acct *atomic.Int64
-	_    [cacheLine - 32]byte
 
 	// Writer-only state (and the recycler, which runs after the writer is done).
-	maxRecords int
 	maxBytes   int64
-	n          int   // records written == committed
 	nbytes     int64 // stored bytes written
 	wtab       *table
-	nchunks    int    // filled slots of wtab.chunks
-	npages     int    // filled slots of wtab.pages
 	cur        *chunk // current standard chunk (nil before the first)
-	curIdx     uint32 // its slot in wtab.chunks
-	curOff     int    // first free byte in cur
-	nextClass  int    // size class of the next standard chunk
+	maxRecords int32
+	n          int32  // records written == committed
+	nchunks    int32  // filled slots of wtab.chunks
+	npages     int32  // filled slots of wtab.pages
+	curIdx     uint32 // cur's slot in wtab.chunks
+	curOff     int32  // first free byte in cur
+	nextClass  int32  // size class of the next standard chunk
 
 	// Inline first slots keep a small buffer free of extra allocations.
 	inlineTab    table
 	inlineChunks [2]*chunk
 	inlinePages  [2]*page
 }
+
+// bufferSize is unsafe.Sizeof(Buffer{}) (TestBufferLayout): a multiple of
+// the cache line, so the allocator's size class aligns every Buffer to one.
+const bufferSize = 192
 
 // New returns an empty buffer holding at most maxRecords records and at most
 // maxBytes stored bytes, the latter INCLUDING the 4-byte length prefix of
@@ -137,7 +142,7 @@ type Buffer struct {
 // chunks and index pages are taken from the pools as records arrive.
 // The caller becomes the owner and holds one reference (see Free).
 func New(maxRecords, maxBytes int) *Buffer {
-	b := &Buffer{maxRecords: max(maxRecords, 0), maxBytes: int64(max(maxBytes, 0))}
+	b := &Buffer{maxRecords: int32(min(max(maxRecords, 0), math.MaxInt32)), maxBytes: int64(max(maxBytes, 0))}
 	b.inlineTab.chunks = b.inlineChunks[:]
 	b.inlineTab.pages = b.inlinePages[:]
 	b.wtab = &b.inlineTab
@@ -178,7 +183,7 @@ func (b *Buffer) AppendExt(p []byte, ext bool, stamp int64) (index int, err erro
 	binary.BigEndian.PutUint32(c.b[off:], w)
 	copy(c.b[off+prefixLen:], p)
 
-	i := b.n
+	i := int(b.n)
 	pg, j := pageOf(i)
 	if j == 0 {
 		b.addPage(pg)
@@ -188,7 +193,7 @@ func (b *Buffer) AppendExt(p []byte, ext bool, stamp int64) (index int, err erro
 	if invariants {
 		b.checkAppend(i, need)
 	}
-	b.n = i + 1
+	b.n = int32(i + 1)
 	// Release: everything above happens before a reader that loads n+1.
 	b.committed.Store(int64(b.n))
 	return i, nil
@@ -202,7 +207,7 @@ func (b *Buffer) Fits(n int) bool {
 }
 
 func (b *Buffer) fits(n int) bool {
-	return n >= 0 && uint64(n) <= maxPayload && b.n < b.maxRecords &&
+	return n >= 0 && uint64(n) <= maxPayload && int(b.n) < int(b.maxRecords) &&
 		b.nbytes+prefixLen+int64(n) <= b.maxBytes
 }
 
@@ -224,18 +229,18 @@ func (b *Buffer) place(need int) (*chunk, uint32, int) {
 		c := getChunk(need)
 		return c, b.addChunk(c), 0
 	}
-	if b.cur == nil || len(b.cur.b)-b.curOff < need {
-		class := max(b.nextClass, smallClass(need))
-		b.nextClass = min(class+1, numSmallClasses-1)
+	if b.cur == nil || len(b.cur.b)-int(b.curOff) < need {
+		class := max(int(b.nextClass), smallClass(need))
+		b.nextClass = int32(min(class+1, numSmallClasses-1))
 		b.cur = getChunkClass(class)
 		b.curIdx = b.addChunk(b.cur)
 		b.curOff = 0
-	} else if int(b.curIdx) != b.nchunks-1 {
+	} else if int(b.curIdx) != int(b.nchunks)-1 {
 		// A dedicated chunk came in between: re-register cur (same memory).
 		b.curIdx = b.addChunk(b.cur)
 	}
-	off := b.curOff
-	b.curOff += need
+	off := int(b.curOff)
+	b.curOff += int32(need)
 	return b.cur, b.curIdx, off
 }
 
@@ -243,7 +248,7 @@ func (b *Buffer) place(need int) (*chunk, uint32, int) {
 // needed, and returns the slot. c.slots counts the slots naming c, so that
 // recycle returns it to its pool exactly once.
 func (b *Buffer) addChunk(c *chunk) uint32 {
-	if b.nchunks == len(b.wtab.chunks) {
+	if int(b.nchunks) == len(b.wtab.chunks) {
 		chunks := make([]*chunk, 2*len(b.wtab.chunks))
 		copy(chunks, b.wtab.chunks)
 		b.publish(&table{chunks: chunks, pages: b.wtab.pages})
@@ -266,7 +271,7 @@ func (b *Buffer) addPage(pg int) {
 	}
 	p := getPage(pageClass(pg))
 	b.wtab.pages[pg] = p
-	b.npages = pg + 1
+	b.npages = int32(pg + 1)
 	b.grow(int64(len(p.e)) * entrySize)
 }
 
@@ -306,6 +311,10 @@ func (b *Buffer) Bytes() int {
 	}
 	return int(e.end)
 }
+
+// MaxRecords returns the record limit the buffer was created with (at
+// most math.MaxInt32). Any goroutine.
+func (b *Buffer) MaxRecords() int { return int(b.maxRecords) }
 
 // Sealed reports whether Seal (or Free) has been called. Once it returns
 // true, Len no longer changes. Reader side: any goroutine.
@@ -576,11 +585,12 @@ func (b *Buffer) recycle() {
 }
 
 // Index pages grow geometrically so that a buffer with few records holds
-// little memory: pages 0..8 hold 4, 8, 16, ..., 1024 entries (2044 in all;
-// the first is 96 bytes), every later page 1024.
+// little memory: pages 0..10 hold 1, 2, 4, ..., 1024 entries (2047 in all;
+// the first is 24 bytes, so a channel with one message holds 48 bytes of
+// index with the page's header, not 120: issue 14), every later page 1024.
 const (
-	firstPageShift = 2
-	numPageClasses = 9
+	firstPageShift = 0
+	numPageClasses = 11
 	maxPageEntries = 1 << (firstPageShift + numPageClasses - 1)
 	geoEntries     = (1<<numPageClasses - 1) << firstPageShift
 	entrySize      = 24

@@ -173,14 +173,11 @@ func TestErrFullOnBytesLimit(t *testing.T) {
 }
 
 // TestEmptyBufferIsSmall checks memory proportional to contents: an empty
-// buffer holds no chunk or page, one small record a 64 B chunk and a
-// 4-entry page.
+// buffer holds no chunk or page, one small record the smallest chunk that
+// holds it (32 B for 20 stored bytes) and a 1-entry page.
 func TestEmptyBufferIsSmall(t *testing.T) {
 	if allocs := testing.AllocsPerRun(10, func() { New(5000, 2<<20).Free() }); allocs != 1 {
 		t.Fatalf("New+Free allocates %.1f times, want 1 (the Buffer)", allocs)
-	}
-	if size := unsafe.Sizeof(Buffer{}); size > 512 {
-		t.Fatalf("Buffer is %d bytes", size)
 	}
 	b := New(5000, 2<<20)
 	if b.Footprint() != 0 {
@@ -189,7 +186,7 @@ func TestEmptyBufferIsSmall(t *testing.T) {
 	if _, err := b.Append(make([]byte, 16), 0); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := b.Footprint(), 64+4*entrySize; got != want {
+	if got, want := b.Footprint(), 32+1*entrySize; got != want {
 		t.Fatalf("footprint with one record = %d, want %d", got, want)
 	}
 	for range 4999 {
@@ -197,7 +194,7 @@ func TestEmptyBufferIsSmall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 5000*20 bytes of records: chunks 64 B, 128 B, ..., 64 KiB plus 64 KiB ones.
+	// 5000*20 bytes of records: chunks 32 B, 64 B, ..., 64 KiB plus 64 KiB ones.
 	if got, limit := b.Footprint(), 2*b.Bytes()+stdChunkSize+5000*entrySize*2; got > limit {
 		t.Fatalf("footprint %d over %d for %d stored bytes", got, limit, b.Bytes())
 	}
@@ -479,6 +476,7 @@ func TestAppendRunZeroAllocs(t *testing.T) {
 
 func TestAppendRunMergesContiguousRecords(t *testing.T) {
 	b := New(100, 1<<20)
+	b.nextClass = int32(smallClass(64)) // one chunk for all ten records
 	for i := range 10 {
 		if _, err := b.Append([]byte(fmt.Sprint(i)), 0); err != nil {
 			t.Fatal(err)
@@ -500,6 +498,7 @@ func TestAppendRunMergesContiguousRecords(t *testing.T) {
 // (re-registered in a new slot), and runs split exactly at the dedicated one.
 func TestDedicatedChunkSplitsRun(t *testing.T) {
 	b := New(100, 1<<22)
+	b.nextClass = int32(smallClass(64)) // the small records share one chunk
 	big := make([]byte, stdChunkSize+10)
 	for _, p := range [][]byte{[]byte("a"), []byte("bb"), big, []byte("c"), []byte("dd")} {
 		if _, err := b.Append(p, 0); err != nil {
@@ -521,7 +520,7 @@ func TestDedicatedChunkSplitsRun(t *testing.T) {
 	if b.nchunks != 3 || b.wtab.chunks[2] != c0 || c0.slots != 2 {
 		t.Fatalf("standard chunk not re-registered: nchunks %d slots %d", b.nchunks, c0.slots)
 	}
-	if got, want := b.Footprint(), 64+2*stdChunkSize+(4+8)*entrySize; got != want {
+	if got, want := b.Footprint(), 64+2*stdChunkSize+(1+2+4)*entrySize; got != want {
 		t.Fatalf("footprint %d, want %d (re-registered chunk counted once)", got, want)
 	}
 	before := ReadPoolStats()
@@ -612,7 +611,7 @@ func TestHugeRecordUnpooled(t *testing.T) {
 	if _, err := b.Append([]byte("after"), 2); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(b.Get(0), p) || string(b.Get(1)) != "after" || b.Footprint() != size+4+64+4*entrySize {
+	if !bytes.Equal(b.Get(0), p) || string(b.Get(1)) != "after" || b.Footprint() != size+4+16+(1+2)*entrySize {
 		t.Fatalf("huge record: footprint %d", b.Footprint())
 	}
 	run, end, nb := b.AppendRun(nil, 0, 2, 10)
@@ -701,6 +700,7 @@ func TestAccountSumsFootprints(t *testing.T) {
 func TestAppendExt(t *testing.T) {
 	b := New(10, 1<<10)
 	defer b.Free()
+	b.nextClass = int32(smallClass(64)) // one chunk: the run is one slice
 	if _, err := b.Append([]byte("plain"), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -728,5 +728,45 @@ func TestAppendExt(t *testing.T) {
 	defer big.Free()
 	if big.Fits(1<<31) || !big.Fits(1<<31-1) {
 		t.Fatal("a 31-bit length bounds a record")
+	}
+}
+
+// TestBufferLayout: a Buffer is bufferSize bytes, a multiple of the cache
+// line, so its size class aligns it to one (issue 14: three padded lines
+// made a Buffer 424 bytes, the largest part of a small channel).
+func TestBufferLayout(t *testing.T) {
+	if size := unsafe.Sizeof(Buffer{}); size != bufferSize || size%cacheLine != 0 {
+		t.Fatalf("Buffer is %d bytes, want bufferSize %d (a multiple of %d)", size, bufferSize, cacheLine)
+	}
+}
+
+// TestSmallChunkClasses: the first chunk of a buffer is the smallest class
+// that holds its first record, from 16 B up; later chunks double.
+func TestSmallChunkClasses(t *testing.T) {
+	for _, c := range []struct{ payload, chunk int }{
+		{0, 16}, {12, 16}, {13, 32}, {28, 32}, {29, 64}, {1000, 1024}, {stdChunkSize - 4, stdChunkSize},
+	} {
+		b := New(10, 1<<20)
+		if _, err := b.Append(make([]byte, c.payload), 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(b.cur.b); got != c.chunk {
+			t.Errorf("payload %d: first chunk %d B, want %d", c.payload, got, c.chunk)
+		}
+		b.Free()
+	}
+	b := New(100, 1<<20)
+	defer b.Free()
+	var sizes []int
+	for range 20 {
+		if _, err := b.Append(make([]byte, 4), 0); err != nil { // 8 stored bytes
+			t.Fatal(err)
+		}
+		if n := len(b.cur.b); len(sizes) == 0 || sizes[len(sizes)-1] != n {
+			sizes = append(sizes, n)
+		}
+	}
+	if fmt.Sprint(sizes) != "[16 32 64 128]" {
+		t.Fatalf("chunk sizes %v, want [16 32 64 128]", sizes)
 	}
 }
