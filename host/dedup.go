@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/dedup"
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -398,8 +399,10 @@ func (h *Host) unindex(s *Streamlet) {
 		}
 	}
 	if len(list) == 0 {
-		delete(h.byChan, s.channel)
-		delete(h.windows, s.channel)
+		h.byChan = mapshrink.Delete(h.byChan, s.channel, &h.byChanPeak)
+		if _, ok := h.windows[s.channel]; ok {
+			h.windows = mapshrink.Delete(h.windows, s.channel, &h.windowsPeak)
+		}
 		return
 	}
 	h.byChan[s.channel] = list

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/dedup"
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
 	"github.com/sluice-rtm/sluice/ringbuf"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -44,26 +45,24 @@ type Streamlet struct {
 	mu  sync.Mutex // serialises appends, Seal and Free (the single writer)
 	buf *ringbuf.Buffer
 
-	// epoch and limitMsgs are fixed at creation; succ, succHost and
-	// replicas are guarded by mu.
+	// epoch and limitMsgs are fixed at creation (or adoption); succ,
+	// succHost and replicas are guarded by mu.
 	epoch     uint64
-	limitMsgs int
-	succ      uint64
-	succHost  string
+	limitMsgs int32
+	// hasIDs is set before the first record with a message id is
+	// appended: rebuilds skip streamlets without (dedup.go).
+	hasIDs   atomic.Bool
+	succ     uint64
+	succHost string
 	// replicas is the streamlet's replica set, orderer first (nil: a
 	// single copy, this one).
 	replicas []string
-	// wakers are told of changes (the feeds of other nodes' copies). The
-	// slice is replaced, never modified, under wmu, so that wake reads it
-	// without a lock.
-	wmu    sync.Mutex
-	wakers atomic.Pointer[[]Waker]
-	// copyOf names the node hosting the original when this is a gateway's
-	// copy (NewCopy); "" for a hosted streamlet. adopted is set once a
-	// complete copy became a hosted streamlet (Adopt): CopyOf then
-	// reports "".
-	copyOf  string
-	adopted atomic.Bool
+	// side holds what only some streamlets need, so that a small
+	// channel's streamlet stays at 160 bytes (issue 14): a copy's own
+	// state (set by NewCopy) or the wakers of a hosted streamlet other
+	// nodes read (set by the first AddWaker, under the host's wakersMu).
+	// nil for most.
+	side atomic.Pointer[streamletSide]
 	// sealSeq orders sealed streamlets by when they were sealed (from the
 	// host's seal counter; 0 while open): the retention budget frees the
 	// oldest first (retention.go).
@@ -74,13 +73,31 @@ type Streamlet struct {
 	// dd is the channel's dedup window, set (under mu) by the first append
 	// of a message with an id (dedup.go).
 	dd *chanWindow
-	// hasIDs is set before the first record with a message id is
-	// appended: rebuilds skip streamlets without (dedup.go).
-	hasIDs atomic.Bool
-	// A copy's feed: brokenAt is when it ended other than by the host
-	// (Break: the link failed), lastFill when the copy was made or last
-	// filled (unix ns, wall time; 0 for hosted streamlets).
+}
+
+// streamletSide is a Streamlet's side. wakers are told of changes (the
+// feeds of other nodes' copies); the slice is replaced, never modified,
+// under the host's wakersMu, so that wake reads it without a lock. A
+// copy's (isCopy): of names the node hosting the original; adopted is set
+// once the complete copy became a hosted streamlet (Adopt): CopyOf then
+// reports ""; brokenAt is when its feed ended other than by the host
+// (Break: the link failed), lastFill when the copy was made or last
+// filled (unix ns, the host's clock).
+type streamletSide struct {
+	wakers             atomic.Pointer[[]Waker]
+	isCopy             bool
+	of                 string
+	adopted            atomic.Bool
 	brokenAt, lastFill atomic.Int64
+}
+
+// copyState returns a copy's side (adopted or not), nil for a streamlet
+// hosted from the start.
+func (s *Streamlet) copyState() *streamletSide {
+	if sd := s.side.Load(); sd != nil && sd.isCopy {
+		return sd
+	}
+	return nil
 }
 
 // ID returns the streamlet's id.
@@ -111,10 +128,10 @@ func (s *Streamlet) Buf() *ringbuf.Buffer { return s.buf }
 // CopyOf returns the node hosting the original of a copy, "" for a hosted
 // streamlet.
 func (s *Streamlet) CopyOf() string {
-	if s.adopted.Load() {
-		return ""
+	if cp := s.copyState(); cp != nil && !cp.adopted.Load() {
+		return cp.of
 	}
-	return s.copyOf
+	return ""
 }
 
 // SealedAt returns when the buffer was sealed (unix ns), 0 while open.
@@ -134,21 +151,30 @@ func (s *Streamlet) sealLocked() {
 
 // AddWaker registers w to be told of the streamlet's changes.
 func (s *Streamlet) AddWaker(w Waker) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	s.h.wakersMu.Lock()
+	defer s.h.wakersMu.Unlock()
+	sd := s.side.Load()
+	if sd == nil {
+		sd = &streamletSide{}
+		s.side.Store(sd)
+	}
 	var ws []Waker
-	if p := s.wakers.Load(); p != nil {
+	if p := sd.wakers.Load(); p != nil {
 		ws = append(ws, (*p)...)
 	}
 	ws = append(ws, w)
-	s.wakers.Store(&ws)
+	sd.wakers.Store(&ws)
 }
 
 // RemoveWaker forgets w.
 func (s *Streamlet) RemoveWaker(w Waker) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	p := s.wakers.Load()
+	s.h.wakersMu.Lock()
+	defer s.h.wakersMu.Unlock()
+	sd := s.side.Load()
+	if sd == nil {
+		return
+	}
+	p := sd.wakers.Load()
 	if p == nil {
 		return
 	}
@@ -159,15 +185,19 @@ func (s *Streamlet) RemoveWaker(w Waker) {
 		}
 	}
 	if len(ws) == 0 {
-		s.wakers.Store(nil)
+		sd.wakers.Store(nil)
 		return
 	}
-	s.wakers.Store(&ws)
+	sd.wakers.Store(&ws)
 }
 
 // wake tells the wakers of a change; no lock is held.
 func (s *Streamlet) wake() {
-	if p := s.wakers.Load(); p != nil {
+	sd := s.side.Load()
+	if sd == nil {
+		return
+	}
+	if p := sd.wakers.Load(); p != nil {
 		for _, w := range *p {
 			w.Wake()
 		}
@@ -295,7 +325,9 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 // skipped; seal ends the copy. Wakers are not told: a copy's readers are
 // the gateway's, woken by it.
 func (s *Streamlet) Fill(start, count int, next func(i int) ([]byte, bool, int64), seal bool) {
-	s.lastFill.Store(s.h.clock().UnixNano())
+	if cp := s.copyState(); cp != nil {
+		cp.lastFill.Store(s.h.clock().UnixNano())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.buf.Len()
@@ -328,7 +360,9 @@ func (s *Streamlet) End() {
 func (s *Streamlet) Break() {
 	s.mu.Lock()
 	if !s.buf.Sealed() {
-		s.brokenAt.Store(s.h.clock().UnixNano())
+		if cp := s.copyState(); cp != nil {
+			cp.brokenAt.Store(s.h.clock().UnixNano())
+		}
 	}
 	s.sealLocked()
 	s.mu.Unlock()
@@ -336,10 +370,20 @@ func (s *Streamlet) Break() {
 
 // BrokenAt is when a copy's feed broke (Break; unix ns, wall time), 0 if
 // it did not.
-func (s *Streamlet) BrokenAt() int64 { return s.brokenAt.Load() }
+func (s *Streamlet) BrokenAt() int64 {
+	if cp := s.copyState(); cp != nil {
+		return cp.brokenAt.Load()
+	}
+	return 0
+}
 
 // LastFill is when a copy was made or last filled (unix ns, the host's clock).
-func (s *Streamlet) LastFill() int64 { return s.lastFill.Load() }
+func (s *Streamlet) LastFill() int64 {
+	if cp := s.copyState(); cp != nil {
+		return cp.lastFill.Load()
+	}
+	return 0
+}
 
 // Drop seals and frees a copy; it reports whether it was still open.
 func (s *Streamlet) Drop() (wasOpen bool) {
@@ -374,7 +418,7 @@ func (s *Streamlet) seal(succ uint64, succHost string) (uint64, error) {
 // Host is the in-process streamlet host: a map of streamlet id to
 // streamlet. Safe for concurrent use.
 //
-// Lock order: Host.mu before Streamlet.mu (List, Footprint); Streamlet.wmu
+// Lock order: Host.mu before Streamlet.mu (List, Footprint); Host.wakersMu
 // is taken alone.
 type Host struct {
 	node   string
@@ -387,6 +431,9 @@ type Host struct {
 
 	mu         sync.RWMutex
 	streamlets map[uint64]*Streamlet
+	// streamletsPeak lets Free give back the map's memory once it has
+	// shrunk (package mapshrink); under mu.
+	streamletsPeak mapshrink.Peak
 
 	hosted atomic.Int64 // streamlets currently hosted (load report)
 	// draining: SetDraining ran; no new streamlets (checked under mu by
@@ -405,8 +452,10 @@ type Host struct {
 	ddWindow                      time.Duration
 	ddMax                         int
 	wmu                           sync.Mutex // guards windows and byChan; taken inside Streamlet.mu, never the reverse
+	wakersMu                      sync.Mutex // replaces a streamlet's side and wakers (AddWaker, RemoveWaker); taken alone
 	windows                       map[string]*chanWindow
 	byChan                        map[string][]*Streamlet // hosted streamlets by channel
+	byChanPeak, windowsPeak       mapshrink.Peak          // under wmu
 	ddDups, ddRebuilds, ddPartial atomic.Uint64
 	ddFetched                     atomic.Uint64
 	idSrc                         IDSource      // other nodes' ids (SetIDSource); nil on a single node
@@ -457,7 +506,7 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 	}
 	s := &Streamlet{
 		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
-		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: g.LimitMsgs,
+		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: int32(min(g.LimitMsgs, math.MaxInt32)),
 	}
 	if len(g.Replicas) > 1 {
 		s.replicas = append([]string(nil), g.Replicas...)
@@ -524,7 +573,8 @@ func (h *Host) Draining() bool { return h.draining.Load() }
 // holder. It fails when s is not sealed, holds a different
 // number of records than meta, or the host holds the id already.
 func (h *Host) Adopt(s *Streamlet, meta role.Hosted) error {
-	if s.h != h || s.copyOf == "" || s.adopted.Load() {
+	cp := s.copyState()
+	if s.h != h || cp == nil || cp.adopted.Load() {
 		return fmt.Errorf("host: streamlet %d is not a copy of this host's", s.id)
 	}
 	s.mu.Lock()
@@ -539,7 +589,7 @@ func (h *Host) Adopt(s *Streamlet, meta role.Hosted) error {
 		s.replicas = append([]string(nil), meta.Replicas...)
 	}
 	if meta.LimitMsgs > 0 {
-		s.limitMsgs = int(meta.LimitMsgs)
+		s.limitMsgs = int32(min(meta.LimitMsgs, math.MaxInt32))
 	}
 	s.mu.Unlock()
 	h.mu.Lock()
@@ -547,7 +597,7 @@ func (h *Host) Adopt(s *Streamlet, meta role.Hosted) error {
 		h.mu.Unlock()
 		return fmt.Errorf("host: streamlet %d is held already", s.id)
 	}
-	s.adopted.Store(true)
+	cp.adopted.Store(true)
 	h.streamlets[s.id] = s
 	h.mu.Unlock()
 	h.index(s)
@@ -577,9 +627,11 @@ func (h *Host) Channels() []string {
 // Its memory counts towards the node's retained bytes.
 func (h *Host) NewCopy(id uint64, channel string, first uint64, l role.Limits, copyOf string) *Streamlet {
 	s := &Streamlet{h: h, id: id, channel: channel, first: first, leaseEnd: math.MaxInt64,
-		buf: ringbuf.New(l.Msgs, l.Size), limitMsgs: l.Msgs, copyOf: copyOf}
+		buf: ringbuf.New(l.Msgs, l.Size), limitMsgs: int32(min(l.Msgs, math.MaxInt32))}
+	sd := &streamletSide{isCopy: true, of: copyOf}
+	sd.lastFill.Store(h.clock().UnixNano())
+	s.side.Store(sd)
 	s.buf.Account(&h.retained)
-	s.lastFill.Store(s.h.clock().UnixNano())
 	return s
 }
 
@@ -636,7 +688,9 @@ func (h *Host) Len(id uint64) (int, bool) {
 func (h *Host) Free(id uint64) {
 	h.mu.Lock()
 	s := h.streamlets[id]
-	delete(h.streamlets, id)
+	if s != nil {
+		h.streamlets = mapshrink.Delete(h.streamlets, id, &h.streamletsPeak)
+	}
 	h.mu.Unlock()
 	if s != nil {
 		h.unindex(s)

@@ -67,10 +67,6 @@ func newChanState(now time.Time, l role.Limits) *chanState {
 	return &chanState{epoch: b, next: b, limits: l, lastUse: now.UnixNano()}
 }
 
-// tombstone is what survives of a dropped channel: enough to recreate it
-// as the same incarnation, positions continuing.
-type tombstone struct{ epoch, next uint64 }
-
 // droppable reports whether the channel holds nothing, has no readers and
 // has been unused for at least ttl at now.
 func (cs *chanState) droppable(now int64) bool {

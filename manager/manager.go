@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
 
 	"github.com/sluice-rtm/sluice/role"
 )
@@ -32,19 +33,25 @@ type mchan struct {
 	unmanaged bool
 }
 
+// shard is one of the manager's channel maps.
+type shard struct {
+	mu sync.RWMutex
+	m  map[string]*mchan
+	// peak lets deletes give the map's memory back once it has shrunk
+	// (package mapshrink); under mu.
+	peak mapshrink.Peak
+}
+
 // Manager is the channel manager of one node. Channels live in sharded
 // maps (shard chosen by xxhash of the name); each channel has its own
 // mutex, so channels never contend with each other. Safe for concurrent
 // use.
 //
-// Lock order: shard.mu before mchan.mu before tombMu; the host's locks are
+// Lock order: shard.mu before mchan.mu before tombs.mu; the host's locks are
 // taken under mchan.mu, never the other way round.
 type Manager struct {
 	cfg    Config
-	shards [managerShards]struct {
-		mu sync.RWMutex
-		m  map[string]*mchan
-	}
+	shards [managerShards]shard
 
 	grants atomic.Int64 // write grants issued (metrics)
 	// degraded counts streamlets opened with fewer replicas than
@@ -58,9 +65,7 @@ type Manager struct {
 	copiesDone, copiesFail atomic.Int64
 	wantCopy               atomic.Int64 // streamlets waiting for a copy at the last tick
 
-	tombMu    sync.Mutex
-	tombs     map[string]tombstone
-	tombOrder []string // FIFO for eviction; bounded by maxTombs
+	tombs tombs // dropped channels (tombs.go)
 
 	// cl connects the manager to the cluster; nil on a single node.
 	cl Cluster
@@ -141,12 +146,9 @@ func (m *Manager) hostOf(node string) role.Host {
 	return m.cl.HostOf(node)
 }
 
-// maxTombs bounds the memory kept for dropped channels.
-const maxTombs = 1 << 16
-
 // New returns a manager with no channels.
 func New(cfg Config) *Manager {
-	m := &Manager{cfg: cfg, tombs: make(map[string]tombstone), copying: make(map[uint64]bool)}
+	m := &Manager{cfg: cfg, copying: make(map[uint64]bool)}
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]*mchan)
 	}
@@ -189,12 +191,9 @@ func (m *Manager) get(name string, create bool) *mchan {
 		if st == nil {
 			st = newChanState(m.now(), m.cfg.Limits(name))
 		}
-		m.tombMu.Lock()
-		if t, ok := m.tombs[name]; ok {
-			st.epoch, st.next = t.epoch, t.next
-			delete(m.tombs, name)
+		if epoch, next, ok := m.tombs.take(name); ok {
+			st.epoch, st.next = epoch, next
 		}
-		m.tombMu.Unlock()
 	}
 	mc = &mchan{name: name, st: st}
 	sh.m[name] = mc
@@ -263,10 +262,7 @@ func (m *Manager) lockLive(name string, create bool) *mchan {
 
 // snapshot appends the channels of sh to dst, under the shard's read lock
 // only (no channel lock is taken under it here).
-func (m *Manager) snapshot(sh *struct {
-	mu sync.RWMutex
-	m  map[string]*mchan
-}, dst []*mchan) []*mchan {
+func (m *Manager) snapshot(sh *shard, dst []*mchan) []*mchan {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	for _, mc := range sh.m {
@@ -301,7 +297,7 @@ func (m *Manager) forget(mc *mchan) {
 	mc.mu.Lock()
 	if !mc.dead {
 		mc.dead = true
-		delete(sh.m, mc.name)
+		sh.m = mapshrink.Delete(sh.m, mc.name, &sh.peak)
 	}
 	mc.mu.Unlock()
 	sh.mu.Unlock()
@@ -737,10 +733,7 @@ func (m *Manager) Do(acts []Action) {
 	}
 }
 
-func (m *Manager) drop(sh *struct {
-	mu sync.RWMutex
-	m  map[string]*mchan
-}, cands []*mchan, ns int64) {
+func (m *Manager) drop(sh *shard, cands []*mchan, ns int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, mc := range cands {
@@ -749,27 +742,17 @@ func (m *Manager) drop(sh *struct {
 		}
 		if !mc.dead && mc.unmanaged {
 			mc.dead = true
+			sh.peak.Seen(len(sh.m))
 			delete(sh.m, mc.name)
 		} else if !mc.dead && mc.st.droppable(ns) {
 			mc.dead = true
+			sh.peak.Seen(len(sh.m))
 			delete(sh.m, mc.name)
-			m.bury(mc.name, tombstone{mc.st.epoch, mc.st.next})
+			m.tombs.bury(mc.name, mc.st.epoch, mc.st.next)
 		}
 		mc.mu.Unlock()
 	}
-}
-
-func (m *Manager) bury(name string, t tombstone) {
-	m.tombMu.Lock()
-	defer m.tombMu.Unlock()
-	if _, ok := m.tombs[name]; !ok {
-		if len(m.tombOrder) >= maxTombs {
-			delete(m.tombs, m.tombOrder[0])
-			m.tombOrder = m.tombOrder[1:]
-		}
-		m.tombOrder = append(m.tombOrder, name)
-	}
-	m.tombs[name] = t
+	sh.m = mapshrink.Shrink(sh.m, &sh.peak)
 }
 
 // ForgetAll drops every managed channel without freeing anything (the
@@ -779,12 +762,12 @@ func (m *Manager) ForgetAll() {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		for name, mc := range sh.m {
+		for _, mc := range sh.m {
 			mc.mu.Lock()
 			mc.dead = true
 			mc.mu.Unlock()
-			delete(sh.m, name)
 		}
+		sh.m, sh.peak = make(map[string]*mchan), mapshrink.Peak{}
 		sh.mu.Unlock()
 	}
 }
