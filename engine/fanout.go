@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -18,6 +19,7 @@ type gateway struct {
 	loops int
 	mu    sync.Mutex
 	m     map[string]*gwChan
+	peak  mapshrink.Peak // m's, for release (under mu)
 }
 
 // gwChan is one channel's entry. readers[i] is loop i's view when it has
@@ -52,7 +54,7 @@ func (g *gateway) release(gc *gwChan) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if gc.refs--; gc.refs == 0 {
-		delete(g.m, gc.name)
+		g.m = mapshrink.Delete(g.m, gc.name, &g.peak)
 	}
 }
 

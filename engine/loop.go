@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
 	"github.com/sluice-rtm/sluice/wire"
 	"github.com/sluice-rtm/sluice/ws"
 )
@@ -31,6 +32,7 @@ type loop struct {
 	outbound atomic.Int64
 	conns    map[*conn]struct{}
 	chans    map[string]*loopChan // this loop's view of channels it uses
+	chansPk  mapshrink.Peak       // chans' peak: sweep gives its memory back
 
 	touched         []*loopChan // channels published to in this iteration
 	dirty           []*conn     // connections with pending output
@@ -555,6 +557,7 @@ func (l *loop) sweep() {
 	// until the next collection (console.go).
 	l.countPubs = l.now-l.srv.consoleLast.Load() < int64(consoleWindow)
 	stale := l.srv.plane.staleAfter()
+	l.chansPk.Seen(len(l.chans))
 	for name, lc := range l.chans {
 		if stale > 0 {
 			lc.checkProgress(l.now, stale)
@@ -568,6 +571,7 @@ func (l *loop) sweep() {
 			l.srv.gw.release(lc.gc)
 		}
 	}
+	l.chans = mapshrink.Shrink(l.chans, &l.chansPk)
 }
 
 // lingerTime bounds how long a client connection that got a fatal ERROR

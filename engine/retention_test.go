@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/ringbuf"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -265,16 +266,33 @@ func BenchmarkRetentionSweep(b *testing.B) {
 func TestMemSweepReturnsFreedHistory(t *testing.T) {
 	s := startTest(t, nil)
 	s.tickStop <- struct{}{} // nothing else runs memSweep meanwhile
-	free := int64(0)
+	free, allocs, rate := int64(0), int64(1), int64(memQuiet) // busy: allocating memQuiet per sweep
 	s.mem.freeBytes = func() int64 { return free }
+	s.mem.allocBytes = func() int64 { allocs += rate; return allocs }
 	s.memSweep()
 	s.mem.again = false
 	base := s.mem.frees
 	s.mem.lastHosted = s.host.Load().Hosted + memDropN // as if that many were freed
+	// Recycled chunks on the ring buffers' free list, as history that
+	// expired leaves them: the forced return drops what the history still
+	// held does not need (here all of it).
+	buf := ringbuf.New(10, 1<<20)
+	for range 4 {
+		if _, err := buf.Append(make([]byte, 60<<10), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf.Free()
+	if ringbuf.KeptBytes() < 4*64<<10 {
+		t.Fatalf("%d bytes kept after freeing 4 chunks of 64 KiB", ringbuf.KeptBytes())
+	}
 	for i, want := range []int64{1, 2, 2} {
 		s.memSweep()
 		if got := s.mem.frees - base; got != want {
 			t.Fatalf("sweep %d: %d forced returns, want %d", i, got, want)
+		}
+		if i == 0 && (ringbuf.KeptBytes() > int(s.host.Retained()) || s.mem.trimmed < 4*64<<10) {
+			t.Fatalf("the forced return kept %d bytes of free chunks (trimmed %d) with %d retained", ringbuf.KeptBytes(), s.mem.trimmed, s.host.Retained())
 		}
 	}
 	s.mem.lastRetained = s.host.Retained() + memDrop
@@ -287,6 +305,25 @@ func TestMemSweepReturnsFreedHistory(t *testing.T) {
 	s.memSweep()
 	if got := s.mem.frees - base; got != 5 {
 		t.Fatalf("with %d free bytes not returned: %d forced returns, want 5", free, got)
+	}
+	s.memSweep() // the second of the pair
+	// A busy server keeps free heap under memIdle; a quiet one (allocating
+	// less than memQuiet per interval) returns it past memQuietFree.
+	free = memQuietFree
+	s.memSweep()
+	if got := s.mem.frees - base; got != 6 {
+		t.Fatalf("busy with %d free bytes: %d forced returns, want 6 (none)", free, got)
+	}
+	rate = memQuiet - 1
+	s.memSweep()
+	if got := s.mem.frees - base; got != 7 {
+		t.Fatalf("quiet with %d free bytes: %d forced returns, want 7", free, got)
+	}
+	s.memSweep() // the second of the pair
+	free = memQuietFree - 1
+	s.memSweep()
+	if got := s.mem.frees - base; got != 8 {
+		t.Fatalf("quiet with %d free bytes: %d forced returns, want 8 (none)", free, got)
 	}
 }
 

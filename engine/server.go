@@ -272,6 +272,7 @@ func (s *Server) ticker() {
 	defer rt.Stop()
 	mt := time.NewTicker(memInterval)
 	defer mt.Stop()
+	s.mem.lastAllocs = heapAllocs() // so that the first memSweep can tell a quiet server
 	for {
 		select {
 		case <-s.tickStop:
