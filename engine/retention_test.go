@@ -266,7 +266,8 @@ func BenchmarkRetentionSweep(b *testing.B) {
 func TestMemSweepReturnsFreedHistory(t *testing.T) {
 	s := startTest(t, nil)
 	s.tickStop <- struct{}{} // nothing else runs memSweep meanwhile
-	free, allocs, rate := int64(0), int64(1), int64(memQuiet) // busy: allocating memQuiet per sweep
+	// Busy at first: allocating memQuiet per sweep.
+	free, allocs, rate := int64(0), int64(1), int64(memQuiet)
 	s.mem.freeBytes = func() int64 { return free }
 	s.mem.allocBytes = func() int64 { allocs += rate; return allocs }
 	s.memSweep()
