@@ -107,8 +107,10 @@ func (l *loop) wsTraffic(c *conn) gnet.Action {
 			l.frame(c, h, body)
 			if ev.Assembled {
 				// The payloads of a publish run alias the Reader's
-				// buffer, which the next Next reuses.
+				// buffer, which goes back to the pool now: a quiet
+				// connection holds no reassembly memory.
 				l.flushRun()
+				w.rd.Release()
 			}
 		case ws.OpPing:
 			if !w.closeQueued {

@@ -1,14 +1,21 @@
 package ws
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/valyala/bytebufferpool"
+)
 
 // MaxFragments bounds the frames of one message, so that a peer cannot
 // keep a message open forever with empty fragments.
 const MaxFragments = 1024
 
-// retainFrag is the largest reassembly buffer a Reader keeps between
-// messages; a larger one is dropped after its message.
-const retainFrag = 64 << 10
+// A fragmented message is gathered in a buffer of the process-wide
+// bytebufferpool, taken at its first fragment and put back by Release (or
+// the next call of Next) once it was handed out: a connection holds no reassembly
+// memory between messages (with one kept per connection, 10,000 that had
+// each sent one fragmented 16 KiB message held 16 KiB each), and a
+// message costs no allocation (BENCHMARKS.md, "bytebufferpool").
 
 // Event is what Reader.Next decoded.
 type Event struct {
@@ -19,7 +26,8 @@ type Event struct {
 	// Payload is the message or control payload, unmasked. It aliases the
 	// buffer passed to Next (an unfragmented message, a control frame) or
 	// the Reader's reassembly buffer (a fragmented message): valid until
-	// that buffer is reused or the next call of Next.
+	// that buffer is reused or the next call of Next (which gives a
+	// reassembly buffer back to the pool: do not keep Payload).
 	Payload []byte
 	// Code and Reason are a close frame's (CodeNoStatus when it had none).
 	Code   Code
@@ -47,12 +55,31 @@ type Reader struct {
 	// message is ErrUnsupportedData (1003).
 	Text bool
 
-	frag    []byte // the fragmented message so far
+	frag    *bytebufferpool.ByteBuffer // the fragmented message so far; nil between messages
 	fragOp  Op
 	inMsg   bool
 	nfrag   int
 	release bool // frag was handed out: reset it on the next call
 	err     error
+}
+
+// Release gives the buffer of the last assembled message (Event.Assembled)
+// back to the pool once the caller is done with its Payload, so that an
+// idle connection holds none; the next call of Next does it otherwise.
+func (r *Reader) Release() {
+	if r.release {
+		r.release = false
+		bytebufferpool.Put(r.frag)
+		r.frag = nil
+	}
+}
+
+// fragLen is the length of the fragmented message so far.
+func (r *Reader) fragLen() int {
+	if r.frag == nil {
+		return 0
+	}
+	return len(r.frag.B)
 }
 
 // Next decodes the next frame at the start of b and returns what it
@@ -66,14 +93,7 @@ func (r *Reader) Next(b []byte) (ev Event, n int, err error) {
 	if r.err != nil {
 		return ev, 0, r.err
 	}
-	if r.release {
-		r.release = false
-		if cap(r.frag) > retainFrag {
-			r.frag = nil
-		} else {
-			r.frag = r.frag[:0]
-		}
-	}
+	r.Release()
 	h, hn, err := ParseHeader(b, uint64(max(r.Max, 0)))
 	if err == ErrIncomplete {
 		return ev, 0, err
@@ -114,13 +134,16 @@ func (r *Reader) Next(b []byte) (ev Event, n int, err error) {
 	if !r.inMsg {
 		r.inMsg, r.fragOp, r.nfrag = true, h.Op, 0
 	}
-	r.frag = append(r.frag, p...)
+	if r.frag == nil {
+		r.frag = bytebufferpool.Get()
+	}
+	r.frag.B = append(r.frag.B, p...)
 	r.nfrag++
 	if !h.Fin {
 		return Event{}, n, nil
 	}
 	r.inMsg, r.release = false, true
-	msg := r.frag[:len(r.frag):len(r.frag)]
+	msg := r.frag.B[:len(r.frag.B):len(r.frag.B)]
 	if r.fragOp == OpText && !utf8.Valid(msg) {
 		r.err = failf(CodeInvalidPayload, ErrInvalidPayload, "text message is not UTF-8")
 		return Event{}, 0, r.err
@@ -145,9 +168,9 @@ func (r *Reader) check(h Header) error {
 		return failf(CodeUnsupportedData, ErrUnsupportedData, "text messages are not accepted: send binary messages")
 	}
 	if r.inMsg {
-		if uint64(len(r.frag))+h.Len > uint64(max(r.Max, 0)) {
+		if uint64(r.fragLen())+h.Len > uint64(max(r.Max, 0)) {
 			return failf(CodeTooBig, ErrTooLarge, "fragmented message of more than %d bytes exceeds the limit of %d",
-				uint64(len(r.frag))+h.Len, r.Max)
+				uint64(r.fragLen())+h.Len, r.Max)
 		}
 		if r.nfrag >= MaxFragments {
 			return failf(CodeTooBig, ErrTooLarge, "message of more than %d fragments", MaxFragments)

@@ -33,6 +33,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/bytebufferpool"
+
 	"github.com/sluice-rtm/sluice/wire"
 	"github.com/sluice-rtm/sluice/ws"
 )
@@ -193,7 +195,6 @@ type Conn struct {
 
 	wmu   sync.Mutex
 	wpend []byte // written bytes that do not yet make a whole frame
-	wout  []byte
 	rng   *mrand.ChaCha8
 	wdone bool // a close frame was sent
 }
@@ -280,7 +281,12 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.wpend = append(c.wpend, p...)
 		buf = c.wpend
 	}
-	out := c.wout[:0]
+	// The masked messages are built in a buffer of the process-wide
+	// bytebufferpool, put back after the socket write: a connection holds
+	// no output memory between writes (BENCHMARKS.md, "bytebufferpool").
+	bb := bytebufferpool.Get()
+	defer bytebufferpool.Put(bb)
+	out := bb.B[:0]
 	off := 0
 	for {
 		_, _, n, err := wire.Split(buf[off:], 1<<31)
@@ -293,6 +299,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		out = ws.AppendMaskedFrame(out, true, ws.OpBinary, buf[off:off+n], c.key())
 		off += n
 	}
+	bb.B = out
 	if len(out) > 0 {
 		if _, err := c.nc.Write(out); err != nil {
 			return 0, err
@@ -301,9 +308,6 @@ func (c *Conn) Write(p []byte) (int, error) {
 	rest := buf[off:]
 	if len(rest) > 0 || len(c.wpend) > 0 {
 		c.wpend = append(c.wpend[:0], rest...)
-	}
-	if cap(out) <= 1<<20 {
-		c.wout = out
 	}
 	return len(p), nil
 }
