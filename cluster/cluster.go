@@ -215,6 +215,8 @@ type Cluster struct {
 	// (drain.go); copyTable holds the copies being made here.
 	draining atomic.Bool
 	drainReq chan struct{}
+	// drainSafe: channels DrainLeft found safe (its caller's only).
+	drainSafe map[string]bool
 	copyTable
 }
 

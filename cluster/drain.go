@@ -115,20 +115,38 @@ func drainPending(self string, hs []role.Hosted, info role.ChannelInfo, found bo
 // DrainLeft reports how many streamlets this node holds whose data no
 // other node holds yet, asking each channel's manager for its list (which
 // also makes a manager that took a channel over rebuild it, and so start
-// copying it). noTarget is set when no other live node can take them: a
-// drain then has nothing to wait for. It waits for the network.
+// copying it). Channels found safe are not asked again, except in a full
+// pass before the count first reaches 0 (a holder may have died since):
+// a poll costs one INFO per channel still pending. noTarget is set when
+// no other live node can take them: a drain then has nothing to wait
+// for. It waits for the network; one caller at a time (the drain).
 func (c *Cluster) DrainLeft() (left int, noTarget bool) {
 	if c.usableOthers() == 0 {
 		return 0, true
 	}
+	full := c.drainSafe == nil
+	if full {
+		c.drainSafe = make(map[string]bool)
+	}
 	for _, ch := range c.host.Channels() {
+		if c.drainSafe[ch] {
+			continue
+		}
 		hs, _ := c.host.List(ch)
 		info, found, err := c.info(ch, false)
 		if err != nil {
 			left += len(hs) // cannot tell: wait and ask again
 			continue
 		}
-		left += drainPending(c.self, hs, info, found, c.usable)
+		n := drainPending(c.self, hs, info, found, c.usable)
+		left += n
+		if n == 0 {
+			c.drainSafe[ch] = true
+		}
+	}
+	if left == 0 && !full {
+		c.drainSafe = nil // confirm with a full pass
+		return c.DrainLeft()
 	}
 	return left, false
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -76,6 +78,11 @@ func TestCluster_DrainedNodeLosesNothing(t *testing.T) {
 		}
 		return false
 	})
+	rec := httptest.NewRecorder()
+	c.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !c.Metrics(ctx).Draining {
+		t.Fatalf("while draining: /readyz %d, metrics draining %v; want 503 and true", rec.Code, c.Metrics(ctx).Draining)
+	}
 	// Publishing goes on meanwhile, never onto c.
 	more, err := pub.publishBatch(ch, payloads[:300])
 	if err != nil {

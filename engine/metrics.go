@@ -354,7 +354,7 @@ const scrapeTimeout = 2 * time.Second
 
 // Handler returns the HTTP handler of the metrics listener: /metrics
 // (Prometheus text format), /healthz (200 while the server runs) and
-// /readyz (200 while it accepts clients, 503 once it shuts down). Safe for
+// /readyz (200 while it accepts clients, 503 once it drains or shuts down). Safe for
 // concurrent use.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -378,6 +378,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if s.stopped.Load() || s.shutting.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if s.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")
