@@ -128,13 +128,27 @@ func (cs *chanState) leaseOver(now int64) (role.StreamletRef, bool) {
 // addOpen records a newly opened streamlet held by replicas (the orderer
 // first). The caller must have checked that none is open.
 func (cs *chanState) addOpen(id uint64, replicas []string, now int64) role.StreamletRef {
+	ref := cs.nextRef(id, replicas, now)
+	cs.addRef(ref)
+	return ref
+}
+
+// nextRef returns the streamlet id, held by replicas (the orderer first),
+// that would open next at now, without recording it (its hosts are asked
+// first; addRef records it).
+func (cs *chanState) nextRef(id uint64, replicas []string, now int64) role.StreamletRef {
 	ref := role.StreamletRef{ID: id, Host: replicas[0], First: cs.next, LeaseEnd: now + int64(cs.limits.Life)}
 	if len(replicas) > 1 {
 		ref.Replicas = append([]string(nil), replicas...)
 	}
+	return ref
+}
+
+// addRef records ref, made by nextRef with nothing opened since, as the
+// open streamlet.
+func (cs *chanState) addRef(ref role.StreamletRef) {
 	cs.list = append(cs.list, ref)
 	cs.seq++
-	return ref
 }
 
 // successorID returns the id of the streamlet to open after streamlet

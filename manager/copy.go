@@ -63,10 +63,11 @@ var errNoCopyTarget = errors.New("manager: no node can take a copy")
 // copy the streamlet, then record it as the holder. The successor known
 // to this manager is recorded on the new holder first (the copy carries
 // the successor its old holder had recorded; this covers one recorded
-// since), under the channel's lock, so that a manager rebuilding the
+// since), before it is recorded as a holder, so that a manager rebuilding the
 // channel from the hosts' reports knows, from the new holder alone,
 // whether anything follows the streamlet (DESIGN.md, "Positions are never
-// reused").
+// reused"). That Seal runs with the lock released and the channel marked
+// opening, as a grant's host calls do.
 func (m *Manager) copy(a Action) {
 	defer m.releaseCopy(a.Ref.ID)
 	err := m.copyTo(a)
@@ -95,25 +96,66 @@ func (m *Manager) copyTo(a Action) error {
 	if err := m.cl.Copy(to, a.Channel, a.Epoch, src); err != nil {
 		return fmt.Errorf("copy from %s to %s: %w", src.Host, to, err)
 	}
-	mc := m.lockExisting(a.Channel)
-	if mc == nil {
-		return nil // the channel moved to another manager: it lists the holders it finds
-	}
-	defer mc.mu.Unlock()
-	if succ, succHost, ok := mc.st.successorOf(a.Ref.ID); ok {
-		host := m.hostOf(to)
-		if host == nil {
-			return fmt.Errorf("%w: %s", errHostGone, to)
+	for {
+		mc := m.lockExisting(a.Channel)
+		if mc == nil {
+			return nil // the channel moved to another manager: it lists the holders it finds
 		}
-		if _, err := host.Seal(a.Ref.ID, succ, succHost); err != nil {
-			return fmt.Errorf("recording the successor on %s: %w", to, err)
+		if op := mc.opening; op != nil {
+			// A grant (or another copy) is sealing and opening: its
+			// successor is recorded on the holders it knows; wait, then
+			// look again.
+			mc.mu.Unlock()
+			<-op.done
+			continue
 		}
+		succ, succHost, ok := mc.st.successorOf(a.Ref.ID)
+		if !ok {
+			return m.recordHolder(mc, a, was, to)
+		}
+		// Record the successor on the new holder with the channel's lock
+		// released; the channel is opening meanwhile, so no grant records
+		// another successor on the holders it knows before the new holder
+		// is one of them.
+		op := &opening{done: make(chan struct{}), copy: true}
+		mc.opening = op
+		mc.mu.Unlock()
+		var err error
+		if host := m.hostOf(to); host == nil {
+			err = fmt.Errorf("%w: %s", errHostGone, to)
+		} else if _, serr := host.Seal(a.Ref.ID, succ, succHost); serr != nil {
+			err = fmt.Errorf("recording the successor on %s: %w", to, serr)
+		}
+		mc.mu.Lock()
+		mc.opening = nil
+		for _, node := range op.down {
+			mc.st.hostDown(node, m.now().UnixNano())
+		}
+		if err != nil {
+			mc.mu.Unlock()
+			close(op.done)
+			return err
+		}
+		err = m.recordHolder(mc, a, was, to)
+		close(op.done)
+		return err
 	}
+}
+
+// recordHolder records to as a holder of the copied streamlet on the
+// locked channel mc, releases the lock and tells the reader nodes.
+func (m *Manager) recordHolder(mc *mchan, a Action, was []string, to string) error {
 	if !mc.st.addHolder(a.Ref.ID, was, to) {
+		mc.mu.Unlock()
 		return nil // expired or lost meanwhile
 	}
+	var readers []string
 	if len(mc.st.rnodes) > 0 {
-		m.cl.Notify(a.Channel, readerNodes(mc.st))
+		readers = readerNodes(mc.st)
+	}
+	mc.mu.Unlock()
+	if readers != nil {
+		m.cl.Notify(a.Channel, readers)
 	}
 	return nil
 }

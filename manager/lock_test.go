@@ -3,6 +3,7 @@ package manager
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,7 +189,7 @@ func TestWriteGrant_SlowHostDoesNotBlockTheShard(t *testing.T) {
 		_, err := m.WriteGrant(a, 0)
 		granted <- err
 	}()
-	<-slow.entered // a's grant now waits for the slow host, holding a's lock
+	<-slow.entered // a's grant now waits for the slow host (a is opening)
 	answered := make(chan error, 1)
 	go func() {
 		m.Do(m.Tick(clock()))
@@ -212,5 +213,147 @@ func TestWriteGrant_SlowHostDoesNotBlockTheShard(t *testing.T) {
 	close(slow.release)
 	if err := <-granted; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// gatedHost is a remote host whose HostStreamlet, once gated, blocks until
+// release is closed or 10 s pass (timedOut is then set), as a node that
+// stopped answering blocks a request.
+type gatedHost struct {
+	*host.Host
+	gated    atomic.Bool
+	entered  chan struct{}
+	release  chan struct{}
+	once     sync.Once
+	timedOut atomic.Bool
+}
+
+func (h *gatedHost) HostStreamlet(g role.Grant) error {
+	if h.gated.Load() {
+		h.once.Do(func() { close(h.entered) })
+		select {
+		case <-h.release:
+		case <-time.After(10 * time.Second):
+			h.timedOut.Store(true)
+		}
+	}
+	return h.Host.HostStreamlet(g)
+}
+
+type gatedHosting struct {
+	noCopies
+	local *host.Host
+	gated *gatedHost
+}
+
+func (c gatedHosting) HostOf(node string) role.Host {
+	if node == "gated" {
+		return c.gated
+	}
+	return c.local
+}
+func (c gatedHosting) Choose(ch string, _ uint64, _ Load, _ []string) (string, bool) {
+	if ch == "remote" {
+		return "gated", true
+	}
+	return "m", true
+}
+func (c gatedHosting) ListAll(string) []role.Hosted { return nil }
+func (c gatedHosting) Notify(string, []string)      {}
+func (c gatedHosting) Managed(string) bool          { return true }
+func (c gatedHosting) Skew() time.Duration          { return time.Second }
+func (c gatedHosting) Quorate() bool                { return true }
+
+// TestWriteGrant_OpeningHoldsNoLock: while a WriteGrant waits for a remote
+// host to host the next streamlet of channel c (the first grant's
+// streamlet refused a write), Info(c) answers at once (c's lock is not
+// held across the host call), as do WriteGrant and Info of another
+// channel of c's shard; a second WriteGrant of c waits for the first's
+// outcome and gets the same streamlet (one streamlet opened, not two).
+func TestWriteGrant_OpeningHoldsNoLock(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	local := host.New("m", clock)
+	gh := &gatedHost{Host: host.New("gated", clock), entered: make(chan struct{}), release: make(chan struct{})}
+	m := New(Config{Node: "m", Host: local, NewID: local.NewID, Clock: clock,
+		Limits: func(string) role.Limits {
+			return role.Limits{Msgs: 100, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
+		}})
+	m.SetCluster(gatedHosting{local: local, gated: gh})
+	const c = "remote"
+	other := ""
+	for i := 0; other == ""; i++ {
+		if ch := fmt.Sprintf("c%d", i); m.shard(ch) == m.shard(c) {
+			other = ch
+		}
+	}
+	g1, err := m.WriteGrant(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.WriteGrant(other, 0); err != nil {
+		t.Fatal(err)
+	}
+	gh.gated.Store(true)
+	type result struct {
+		g   role.Grant
+		err error
+	}
+	opened := make(chan result, 1)
+	go func() {
+		g, err := m.WriteGrant(c, g1.Streamlet) // g1 refused a write: seal it, open the next
+		opened <- result{g, err}
+	}()
+	<-gh.entered // the grant now waits for the gated host to host c's next streamlet
+	waited := make(chan result, 1)
+	go func() {
+		g, err := m.WriteGrant(c, g1.Streamlet)
+		waited <- result{g, err}
+	}()
+	answered := make(chan error, 1)
+	go func() {
+		info, ok := m.Info(c, false)
+		switch {
+		case !ok:
+			answered <- fmt.Errorf("Info(%s) found nothing", c)
+			return
+		case len(info.Streamlets) != 1 || !info.Streamlets[0].Closed:
+			answered <- fmt.Errorf("Info(%s) while opening: %+v, want the first streamlet closed and no open one", c, info.Streamlets)
+			return
+		}
+		if _, ok := m.Info(other, false); !ok {
+			answered <- fmt.Errorf("Info(%s) found nothing", other)
+			return
+		}
+		_, err := m.WriteGrant(other, 0)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gh.timedOut.Load() {
+			t.Fatalf("Info(%s) answered only after the host call ended", c)
+		}
+	case r := <-opened:
+		t.Fatalf("the grant returned (%+v, %v) before Info(%s) answered: Info waited for the host call", r.g, r.err, c)
+	}
+	select {
+	case r := <-waited:
+		t.Fatalf("a second WriteGrant of %s returned (%+v, %v) while the first was opening", c, r.g, r.err)
+	default:
+	}
+	close(gh.release)
+	r1, r2 := <-opened, <-waited
+	if r1.err != nil || r2.err != nil {
+		t.Fatal(r1.err, r2.err)
+	}
+	if r1.g.Streamlet == g1.Streamlet || r2.g.Streamlet != r1.g.Streamlet || r1.g.First != r2.g.First {
+		t.Fatalf("grants %+v and %+v after %+v: want one new streamlet for both", r1.g, r2.g, g1)
+	}
+	info, _ := m.Info(c, false)
+	if len(info.Streamlets) != 2 || !info.Streamlets[0].Closed || info.Streamlets[1].ID != r1.g.Streamlet || info.Streamlets[1].Closed {
+		t.Fatalf("after the opening: %+v", info.Streamlets)
 	}
 }

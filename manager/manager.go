@@ -23,7 +23,8 @@ import (
 
 const managerShards = 64
 
-// mchan is one managed channel; mu guards st.
+// mchan is one managed channel; mu guards every field but name. mu is
+// never held across a host or network call.
 type mchan struct {
 	mu   sync.Mutex
 	name string
@@ -31,6 +32,25 @@ type mchan struct {
 	dead bool // dropped from the map; a holder must look the name up again
 	// unmanaged: another node manages the channel now (set by tick).
 	unmanaged bool
+	// opening is set while a WriteGrant seals the channel's open
+	// streamlet and opens the next one: its host calls run with mu
+	// released, and other WriteGrants of the channel wait for its
+	// outcome instead of opening one too.
+	opening *opening
+}
+
+// opening is a write grant being made off the channel's lock by its
+// first asker (WriteGrant); g and err are its outcome, set before done
+// is closed; down lists the nodes reported dead meanwhile (NodeDown),
+// applied to the streamlet it opens.
+type opening struct {
+	done chan struct{}
+	g    role.Grant
+	err  error
+	down []string
+	// copy: the opening is a copy's last step (copy.go), not a grant;
+	// a WriteGrant that waited for it asks again.
+	copy bool
 }
 
 // shard is one of the manager's channel maps.
@@ -47,8 +67,11 @@ type shard struct {
 // mutex, so channels never contend with each other. Safe for concurrent
 // use.
 //
-// Lock order: shard.mu before mchan.mu before tombs.mu; the host's locks are
-// taken under mchan.mu, never the other way round.
+// Lock order: shard.mu before mchan.mu before tombs.mu. No lock is held
+// across a call of a host (role.Host) or of the cluster that may wait for
+// the network: a WriteGrant that must seal and open streamlets marks the
+// channel opening and makes those calls with its lock released
+// (openGrant); Tick decides under the locks and Do calls the hosts.
 type Manager struct {
 	cfg    Config
 	shards [managerShards]shard
@@ -303,10 +326,56 @@ func (m *Manager) forget(mc *mchan) {
 	sh.mu.Unlock()
 }
 
+// WriteGrant returns a write grant for channel's open streamlet, or, when
+// there is none, its lease ended or it is after (the streamlet of the
+// caller's previous grant, which refused a write), seals it and opens the
+// next (openGrant). Only one caller opens a channel's next streamlet at a
+// time; the others wait for its outcome. It may wait for hosts on other
+// nodes, but holds no lock meanwhile: Info, Interest, Expire and NodeDown
+// of the channel, and every call for other channels, go on. Safe for
+// concurrent use.
 func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
-	mc := m.lockLive(channel, true)
-	defer mc.mu.Unlock()
-	g, err := m.writeGrant(mc, channel, after)
+	m.grants.Add(1)
+	for {
+		mc := m.lockLive(channel, true)
+		if op := mc.opening; op != nil {
+			// Another caller is opening the channel's next streamlet:
+			// take its outcome, unless its streamlet is the one that
+			// refused this caller (then ask again).
+			mc.mu.Unlock()
+			<-op.done
+			if !op.copy && (op.err != nil || op.g.Streamlet != after) {
+				return op.g, op.err
+			}
+			continue
+		}
+		if m.cl != nil && !m.cl.Quorate() {
+			mc.mu.Unlock()
+			return role.Grant{}, fmt.Errorf("%w: no write grant for %q", ErrNoQuorum, channel)
+		}
+		now := m.now().UnixNano()
+		cs := mc.st
+		cs.lastUse = now
+		if ref, ok := cs.open(); ok && ref.ID != after && now < ref.LeaseEnd {
+			g := cs.grantFor(channel, ref)
+			mc.mu.Unlock()
+			return g, nil
+		}
+		op := &opening{done: make(chan struct{})}
+		mc.opening = op
+		mc.mu.Unlock()
+		return m.openGrant(mc, channel, after, op)
+	}
+}
+
+// openGrant makes the write grant of a channel whose open streamlet cannot
+// take the caller's writes (none, its lease ended, or it refused the
+// caller's: after), holding mc.opening = op and not mc.mu: it seals the
+// open streamlet and opens the next, each host call with the lock
+// released and its outcome recorded under it. Callers that ask meanwhile
+// wait for op (WriteGrant).
+func (m *Manager) openGrant(mc *mchan, channel string, after uint64, op *opening) (role.Grant, error) {
+	g, err := m.openNext(mc, channel, after)
 	if errors.Is(err, role.ErrSuccessorTaken) {
 		// Another manager continued the channel: this one's list is
 		// stale. It is rebuilt from the hosts now, keeping who reads the
@@ -314,58 +383,85 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 		// node, and would not hear of the new list otherwise), and the
 		// grant is tried once more on the new list.
 		m.rebuildInPlace(mc, channel)
-		g, err = m.writeGrant(mc, channel, after)
+		g, err = m.openNext(mc, channel, after)
 	}
+	mc.mu.Lock()
 	if errors.Is(err, role.ErrSuccessorTaken) {
 		mc.unmanaged = true // stale again: the next call rebuilds
-		return role.Grant{}, fmt.Errorf("%w: %q: %v", role.ErrChannelMoved, channel, err)
+		g, err = role.Grant{}, fmt.Errorf("%w: %q: %v", role.ErrChannelMoved, channel, err)
 	}
+	for _, node := range op.down {
+		mc.st.hostDown(node, m.now().UnixNano())
+	}
+	mc.opening = nil
+	op.g, op.err = g, err
+	mc.mu.Unlock()
+	close(op.done)
 	return g, err
 }
 
 // rebuildInPlace replaces mc's state by one rebuilt from the hosts,
-// keeping its readers, and tells the reader nodes; mc.mu is held.
+// keeping its readers, and tells the reader nodes (mc is opening; mc.mu
+// is not held: the hosts are asked without it).
 func (m *Manager) rebuildInPlace(mc *mchan, channel string) {
-	old := mc.st
 	st := m.rebuild(channel, true)
+	mc.mu.Lock()
+	old := mc.st
 	st.rnodes, st.readers = old.rnodes, old.readers
 	if len(st.list) == 0 {
 		st.epoch, st.next = max(st.epoch, old.epoch), max(st.next, old.next)
 	}
 	mc.st = st
+	var readers []string
+	if len(st.rnodes) > 0 {
+		readers = readerNodes(st)
+	}
+	mc.mu.Unlock()
 	if m.cfg.Log != nil {
 		m.cfg.Log.Warn("sluice cluster: another manager continued the channel; rebuilt it", "channel", channel, "next", st.next)
 	}
-	if len(st.rnodes) > 0 {
-		m.cl.Notify(channel, readerNodes(st))
+	if readers != nil {
+		m.cl.Notify(channel, readers)
 	}
 }
 
-// writeGrant is WriteGrant on the locked channel mc. It fails with an
-// error matching role.ErrSuccessorTaken when the channel's last
-// streamlet names a successor this manager did not claim.
-func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Grant, error) {
-	if m.cl != nil && !m.cl.Quorate() {
-		return role.Grant{}, fmt.Errorf("%w: no write grant for %q", ErrNoQuorum, channel)
-	}
+// openNext is one attempt of openGrant (mc is opening; mc.mu is not held).
+// The channel's state changes meanwhile only by what does not need the
+// opening: Info reads it, Interest counts readers, Expire removes closed
+// streamlets at its head, NodeDown marks streamlets lost (and is recorded
+// in the opening for the new one); Tick passes it over. So the position
+// the next streamlet starts at stays what it was when it was chosen. It
+// fails with an error matching role.ErrSuccessorTaken when the channel's
+// last streamlet names a successor this manager did not claim.
+func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant, error) {
+	mc.mu.Lock()
 	now := m.now().UnixNano()
-	cs := mc.st
-	cs.lastUse = now
-	m.grants.Add(1)
-	if ref, ok := cs.open(); ok {
+	if ref, ok := mc.st.open(); ok {
 		if ref.ID != after && now < ref.LeaseEnd {
-			return cs.grantFor(channel, ref), nil
+			// After a rebuild: the other manager's open streamlet.
+			g := mc.st.grantFor(channel, ref)
+			mc.mu.Unlock()
+			return g, nil
 		}
-		m.sealRef(cs, ref, now)
+		mc.mu.Unlock()
+		end, err := m.sealAt(ref)
+		mc.mu.Lock()
+		m.recordSeal(mc.st, ref, end, err, now)
 	}
 	var exclude []string
 	for tries := 0; tries < 4; tries++ {
-		set, hosts := m.chooseReplicas(channel, cs, exclude)
+		cs := mc.st
+		in := replicaInputs(cs)
+		prev, hasPrev := cs.last()
+		mc.mu.Unlock()
+		set, hosts := m.chooseReplicas(channel, in, exclude)
 		if len(set) == 0 {
+			mc.mu.Lock()
 			break
 		}
-		prev, hasPrev := cs.last()
+		mc.mu.Lock()
 		id := cs.successorID(prev.ID, m.cfg.NewID)
+		mc.mu.Unlock()
 		if hasPrev && m.cl != nil && prev.ID != 0 && !prev.Lost {
 			// Record the successor before opening it, as a compare-and-
 			// set on the predecessor's replicas (DESIGN.md, "Positions are
@@ -379,12 +475,13 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 					}
 				}
 			}
+			mc.mu.Lock()
 			cs.claim(prev.ID, id)
+			mc.mu.Unlock()
 		}
-		ref := cs.addOpen(id, set, now)
+		mc.mu.Lock()
+		ref := cs.nextRef(id, set, now)
 		g := cs.grantFor(channel, ref)
-		// The followers first, the orderer last: once the orderer hosts
-		// it, every replica it forwards to exists.
 		hg := g
 		if m.cl != nil {
 			// Each replica completes the channel's dedup window from the
@@ -392,6 +489,9 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 			// and rebuilds at the first id).
 			hg.Prior = cs.prior(now, m.cfg.DedupWindow)
 		}
+		mc.mu.Unlock()
+		// The followers first, the orderer last: once the orderer hosts
+		// it, every replica it forwards to exists.
 		failed := ""
 		for i := len(hosts) - 1; i >= 0; i-- {
 			if err := hosts[i].HostStreamlet(hg); err != nil {
@@ -399,21 +499,40 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 				break
 			}
 		}
+		mc.mu.Lock()
 		if failed != "" {
-			cs.list = cs.list[:len(cs.list)-1]
 			exclude = append(exclude, failed)
 			continue
 		}
+		cs.addRef(ref)
 		cs.claim(0, 0)
+		var readers []string
+		if m.cl != nil && len(cs.rnodes) > 0 {
+			readers = readerNodes(cs)
+		}
+		mc.mu.Unlock()
 		if want := cs.limits.Replicas; m.cl != nil && len(set) < want {
 			m.noteDegraded(channel, len(set), want)
 		}
-		if m.cl != nil && len(cs.rnodes) > 0 {
-			m.cl.Notify(channel, readerNodes(cs))
+		if readers != nil {
+			m.cl.Notify(channel, readers)
 		}
 		return g, nil
 	}
+	mc.mu.Unlock()
 	return role.Grant{}, fmt.Errorf("%w: no node could host a streamlet of %q", role.ErrNoHost, channel)
+}
+
+// replicaIn is what chooseReplicas needs of a channel's state, copied
+// under its lock.
+type replicaIn struct {
+	seq      uint64
+	load     Load
+	replicas int
+}
+
+func replicaInputs(cs *chanState) replicaIn {
+	return replicaIn{seq: cs.seq, load: Load{cs.msgsPerSec, cs.bytesPerSec, cs.readers}, replicas: cs.limits.Replicas}
 }
 
 // chooseReplicas picks the replica set of the channel's next streamlet:
@@ -421,17 +540,17 @@ func (m *Manager) writeGrant(mc *mchan, channel string, after uint64) (role.Gran
 // excluded), each chosen by the load-weighted placement with the ones
 // already chosen excluded, so no node holds two replicas of a streamlet;
 // the first orders the appends. It returns the nodes and their Host roles.
-func (m *Manager) chooseReplicas(channel string, cs *chanState, exclude []string) ([]string, []role.Host) {
+func (m *Manager) chooseReplicas(channel string, in replicaIn, exclude []string) ([]string, []role.Host) {
 	if m.cl == nil {
 		return []string{m.cfg.Node}, []role.Host{m.cfg.Host}
 	}
-	want := max(cs.limits.Replicas, 1)
-	load := Load{cs.msgsPerSec, cs.bytesPerSec, cs.readers}
+	want := max(in.replicas, 1)
+	load := in.load
 	ex := append([]string(nil), exclude...)
 	var set []string
 	var hosts []role.Host
 	for len(set) < want {
-		node, ok := m.cl.Choose(channel, cs.seq, load, ex)
+		node, ok := m.cl.Choose(channel, in.seq, load, ex)
 		if !ok {
 			break
 		}
@@ -582,11 +701,13 @@ func (m *Manager) NodeDown(node string) {
 	var notes []note
 	var mcs []*mchan
 	for i := range m.shards {
-		// A channel's lock may be held across a host call (WriteGrant):
-		// wait for it holding no shard lock.
 		mcs = m.snapshot(&m.shards[i], mcs[:0])
 		for _, mc := range mcs {
 			mc.mu.Lock()
+			if op := mc.opening; op != nil {
+				// The streamlet being opened may be on node too.
+				op.down = append(op.down, node)
+			}
 			if !mc.dead && mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
 				notes = append(notes, note{mc.name, readerNodes(mc.st)})
 			}
@@ -641,12 +762,10 @@ func (m *Manager) Tick(now time.Time) []Action {
 		mcs = m.snapshot(sh, mcs[:0])
 		drop = drop[:0]
 		for _, mc := range mcs {
-			if !mc.mu.TryLock() {
-				// Busy: a WriteGrant holds it while it calls a host.
-				// The next tick looks again.
-				continue
-			}
-			if mc.dead {
+			mc.mu.Lock()
+			if mc.dead || mc.opening != nil {
+				// Opening: a WriteGrant seals and opens its streamlets
+				// now. The next tick looks again.
 				mc.mu.Unlock()
 				continue
 			}
@@ -737,8 +856,10 @@ func (m *Manager) drop(sh *shard, cands []*mchan, ns int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, mc := range cands {
-		if !mc.mu.TryLock() {
-			continue // busy again (a grant calls a host): not idle
+		mc.mu.Lock()
+		if mc.opening != nil {
+			mc.mu.Unlock()
+			continue // a grant is being opened: not idle
 		}
 		if !mc.dead && mc.unmanaged {
 			mc.dead = true
