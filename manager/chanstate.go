@@ -91,17 +91,18 @@ func (cs *chanState) grantFor(channel string, ref role.StreamletRef) role.Grant 
 	}
 }
 
-// prior returns the streamlets before the newest one that may hold
-// message ids of the last window at now (role.Grant.Prior): not lost, not
+// prior returns the closed streamlets (those before the one being opened,
+// which WriteGrant records only once hosted) that may hold message ids of
+// the last window at now (role.Grant.Prior): not lost, not
 // holes, closed less than window ago (a closed streamlet's close time is
 // Expires - TTL; a rebuilt list's are later, which only includes more),
 // the newest role.MaxPrior of them, oldest first. window 0 takes every
 // retained one.
 func (cs *chanState) prior(now int64, window time.Duration) []role.StreamletRef {
-	if len(cs.list) < 2 {
-		return nil
+	list := cs.list
+	if _, open := cs.open(); open {
+		list = list[:len(list)-1] // the new streamlet itself, once recorded
 	}
-	list := cs.list[:len(cs.list)-1]
 	var out []role.StreamletRef
 	for i := len(list) - 1; i >= 0 && len(out) < role.MaxPrior; i-- {
 		r := list[i]
