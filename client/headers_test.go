@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -213,5 +214,65 @@ func TestIdempotentRetryTimeOver(t *testing.T) {
 	go func() { _ = c2.Close() }()
 	if _, err := a2.Wait(ctxT(t)); !errors.Is(err, ErrUnknownOutcome) || !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestRetryLimit: a publish with a message id is resent at most for the
+// Conn's retry time and never past nine tenths of the dedup window the
+// server announced; a server announcing none leaves the retry time.
+func TestRetryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		retryFor, window, want time.Duration
+	}{
+		{time.Minute, 0, time.Minute},
+		{time.Minute, 2 * time.Minute, time.Minute},
+		{time.Minute, time.Minute, 54 * time.Second},
+		{2 * time.Minute, 10 * time.Second, 9 * time.Second},
+		{time.Second, time.Millisecond, 900 * time.Microsecond},
+	} {
+		if got := retryLimit(tc.retryFor, wire.Welcome{DedupWindow: tc.window}); got != tc.want {
+			t.Errorf("retryLimit(%v, window %v) = %v, want %v", tc.retryFor, tc.window, got, tc.want)
+		}
+	}
+}
+
+// TestIdempotentResendNotPastTheWindow: a publish cut before its PUBACK is
+// not resent to a server whose announced dedup window is already over for
+// it (it might be stored twice there): it ends with ErrUnknownOutcome,
+// although the Conn's retry time is not over.
+func TestIdempotentResendNotPastTheWindow(t *testing.T) {
+	f := newFakeServer(t)
+	c, fc := connect(t, f, headersWelcome(), WithIdempotence(time.Hour))
+	sent := time.Now()
+	a, err := c.PublishAsync(ctxT(t), "ch", []byte("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.expectPublishExt()
+	fc.close()
+	short := headersWelcome()
+	short.DedupWindow = time.Millisecond // 0.9 ms to resend in
+	// The clock must pass the bound before the next server answers (a
+	// wait on elapsed time, not on another goroutine).
+	for time.Since(sent) < 2*time.Millisecond {
+		runtime.Gosched()
+	}
+	fc2 := f.acceptWelcome(short)
+	if _, err := a.Wait(ctxT(t)); !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("resend past the window: %v", err)
+	}
+	if c.Resent() != 0 {
+		t.Fatal("resent past the server's window")
+	}
+	// A publish issued now is sent on the new connection as usual.
+	if _, err := c.PublishAsync(ctxT(t), "ch", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, e := fc2.expectPublishExt(); string(e.Payload) != "two" {
+		t.Fatalf("next publish %q", e.Payload)
+	}
+	// The announced window is what the Conn sees.
+	if w, ok := c.Welcome(); !ok || w.DedupWindow != time.Millisecond {
+		t.Fatalf("Welcome %+v %v", w, ok)
 	}
 }

@@ -172,10 +172,13 @@ const DefaultRetryFor = 30 * time.Second
 // next connection (to whichever node that is), until it is acknowledged or
 // retryFor has passed since it was first sent (0: DefaultRetryFor). The
 // server's deduplication then makes the publisher see each message stored
-// and acknowledged exactly once. retryFor must stay below the server's
-// dedup window (2 minutes by default, at most the server's TTL): a message
-// resent after the window may be stored twice. Only when retryFor is over, or the Conn closes,
-// does a publish still unacknowledged end with ErrUnknownOutcome.
+// and acknowledged exactly once. A message resent after the server's
+// dedup window (2 minutes by default, at most the server's TTL) would be
+// stored twice, so resending stops at nine tenths of the window the server
+// announces in WELCOME when that is shorter than retryFor (checked again
+// against each server reconnected to). Only when that time is over, or
+// the Conn closes, does a publish still unacknowledged end with
+// ErrUnknownOutcome.
 // Resent publishes keep their order and go before any publish issued after
 // the reconnect. The server must accept wire.FeatureHeaders; a publish to
 // one that does not fails with ErrHeadersUnsupported. PublishNoAck is not

@@ -38,19 +38,34 @@ func (c *Conn) autoID(dst []byte) []byte {
 // until its outcome is known so that it can be sent again.
 type retryRec struct {
 	frame []byte
+	first time.Time // when it was first sent
 	until time.Time // resend only before this
+}
+
+// retryLimit is how long after its first send a publish with a message id
+// may still be sent again to the server that sent welcome: the Conn's
+// retry time, and never more than nine tenths of the dedup window the
+// server announced (PROTOCOL.md 2.2), so that a resend still meets the
+// first copy's id there: one sent after the window would be stored again.
+// The tenth left covers the time a resend travels. A server that announces
+// no window (0) leaves the retry time alone.
+func retryLimit(retryFor time.Duration, welcome wire.Welcome) time.Duration {
+	if w := welcome.DedupWindow; w > 0 {
+		return min(retryFor, w-w/10)
+	}
+	return retryFor
 }
 
 var retryRecs = sync.Pool{New: func() any { return new(retryRec) }}
 
-func getRetry(frame []byte, until time.Time) *retryRec {
+func getRetry(frame []byte, first time.Time, limit time.Duration) *retryRec {
 	r := retryRecs.Get().(*retryRec)
 	if cap(r.frame) < len(frame) {
 		// Round up, so that a recycled record fits frames of similar size.
 		r.frame = make([]byte, 0, max(256, 1<<bits.Len(uint(len(frame)))))
 	}
 	r.frame = append(r.frame[:0], frame...)
-	r.until = until
+	r.first, r.until = first, first.Add(limit)
 	return r
 }
 
@@ -87,7 +102,9 @@ func (c *Conn) resendLocked(s *session) (expired []pendEntry) {
 	s.mu.Lock()
 	for _, pe := range c.retryQ {
 		switch {
-		case !now.Before(pe.rt.until):
+		case !now.Before(pe.rt.until), !now.Before(pe.rt.first.Add(retryLimit(c.opts.idempotence, s.welcome))):
+			// Its retry time is over, or the window of the server
+			// reached now is too short for it to be deduplicated.
 			expired = append(expired, pe)
 		case s.dead:
 			keep = append(keep, pe) // s failed already: wait for the next one

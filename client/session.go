@@ -157,7 +157,7 @@ func (s *session) enqueuePublish(channel string, payload, msgID []byte, hs []Hea
 	start := len(s.wbuf)
 	s.appendPublish(id, wire.FlagAck, channel, payload, msgID, hs)
 	if s.c.opts.idempotence > 0 && len(msgID) > 0 {
-		pe.rt = getRetry(s.wbuf[start:], time.Now().Add(s.c.opts.idempotence))
+		pe.rt = getRetry(s.wbuf[start:], time.Now(), retryLimit(s.c.opts.idempotence, s.welcome))
 	}
 	s.pending.push(id, *pe)
 	s.mu.Unlock()

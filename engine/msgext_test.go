@@ -527,3 +527,19 @@ func TestClusterDedupAcrossGateways(t *testing.T) {
 		t.Fatalf("more was stored: %v", h.Type)
 	}
 }
+
+// TestWelcomeAnnouncesTheDedupWindow: a client that negotiates headers
+// learns the window the server deduplicates ids in (never longer than the
+// TTL) and the ids it keeps per channel; one without headers gets no such
+// fields (PROTOCOL.md 2.2).
+func TestWelcomeAnnouncesTheDedupWindow(t *testing.T) {
+	s := startTest(t, func(o *Options) { o.DedupWindow = 90 * time.Second; o.TTL = 30 * time.Second; o.DedupIDs = 5000 })
+	_, w := helloFeat(t, s.Addr(), wire.FeatureHeaders)
+	if w.DedupWindow != 30*time.Second || w.DedupIDs != 5000 {
+		t.Fatalf("WELCOME with headers: window %v, ids %d", w.DedupWindow, w.DedupIDs)
+	}
+	_, w = helloFeat(t, s.Addr(), 0)
+	if w.DedupWindow != 0 || w.DedupIDs != 0 {
+		t.Fatalf("WELCOME without headers: window %v, ids %d", w.DedupWindow, w.DedupIDs)
+	}
+}

@@ -412,6 +412,9 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 		LimitMsgs: uint32(s.opts.LimitMsgs), LimitSize: uint32(s.opts.LimitSize),
 		LimitLife: s.opts.LimitLife, TTL: s.opts.TTL, PingInterval: s.opts.PingInterval,
 		ServerName: s.opts.ServerName,
+		// Sent to clients that negotiate headers (PROTOCOL.md 2.2): the
+		// window the host applies (never longer than the TTL).
+		DedupWindow: min(s.opts.DedupWindow, s.opts.TTL), DedupIDs: uint32(s.opts.DedupIDs),
 	}
 	s.setNodes([]string{s.addr})
 	s.booted <- nil

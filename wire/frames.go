@@ -103,6 +103,8 @@ func Negotiate(clientMin, clientMax, serverMin, serverMax uint16) (uint16, bool)
 //	37      S     serverName
 //	37+S    2     nodeCount (u16)
 //	39+S    ...   nodeCount x (u8 len, "host:port")
+//	...     4     dedupWindowMs (u32)   only with FeatureHeaders in features
+//	...     4     dedupIDs (u32)        only with FeatureHeaders in features
 //	...     ...   ignored (room for v1.x fields)
 
 // Welcome is the body of a WELCOME frame. Durations travel as whole
@@ -121,7 +123,17 @@ type Welcome struct {
 	PingInterval time.Duration
 	ServerName   string
 	Nodes        []string // "host:port" of nodes a client may connect to
+	// DedupWindow and DedupIDs are the server's deduplication of message
+	// ids (PROTOCOL.md 2.2, 2.14): how long an id is remembered per
+	// channel, and at most how many. They travel only when Features has
+	// FeatureHeaders (and AppendWelcome leaves them out when both are 0);
+	// 0 when absent (a server that does not announce them).
+	DedupWindow time.Duration
+	DedupIDs    uint32
 }
+
+// welcomeDedupLen is the size of the dedup fields (with FeatureHeaders).
+const welcomeDedupLen = 4 + 4
 
 // welcomeFixedLen is the WELCOME body size without the server name and nodes.
 const welcomeFixedLen = 2 + 4 + 4 + 4 + 2 + 4*5 + 1 + 2
@@ -149,6 +161,10 @@ func AppendWelcome(dst []byte, id uint32, w Welcome) []byte {
 		mustFit(TypeWelcome, "node address length", len(node), math.MaxUint8)
 		n += 1 + len(node)
 	}
+	dd := w.Features&FeatureHeaders != 0 && (w.DedupWindow > 0 || w.DedupIDs > 0)
+	if dd {
+		n += welcomeDedupLen
+	}
 	dst = AppendHeader(dst, TypeWelcome, 0, id, n)
 	dst = binary.BigEndian.AppendUint16(dst, w.Version)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(w.Features))
@@ -167,12 +183,18 @@ func AppendWelcome(dst []byte, id uint32, w Welcome) []byte {
 		dst = append(dst, byte(len(node)))
 		dst = append(dst, node...)
 	}
+	if dd {
+		dst = binary.BigEndian.AppendUint32(dst, millis(w.DedupWindow))
+		dst = binary.BigEndian.AppendUint32(dst, w.DedupIDs)
+	}
 	return dst
 }
 
-// DecodeWelcome decodes a WELCOME body. Trailing bytes after the node list
-// are ignored. The node count is checked against the bytes present before
-// the node slice is allocated.
+// DecodeWelcome decodes a WELCOME body. With FeatureHeaders the dedup
+// fields follow the node list (read when all 8 bytes are there: a server
+// that does not announce them leaves them 0); other trailing bytes are
+// ignored. The node count is checked against the bytes present before the
+// node slice is allocated.
 func DecodeWelcome(body []byte) (Welcome, error) {
 	d := decoder{b: body, frame: TypeWelcome}
 	var w Welcome
@@ -195,6 +217,10 @@ func DecodeWelcome(body []byte) (Welcome, error) {
 		for i := 0; i < count && d.err == nil; i++ {
 			w.Nodes = append(w.Nodes, string(d.bytes(int(d.u8("node address length")), "node address")))
 		}
+	}
+	if d.err == nil && w.Features&FeatureHeaders != 0 && len(d.b)-d.off >= welcomeDedupLen {
+		w.DedupWindow = time.Duration(d.u32("dedupWindowMs")) * time.Millisecond
+		w.DedupIDs = d.u32("dedupIDs")
 	}
 	if d.err != nil {
 		return Welcome{}, d.err

@@ -66,6 +66,9 @@ func buildFrame(t *take) ([]byte, msg) {
 		for range t.u8() % 8 {
 			w.Nodes = append(w.Nodes, string(t.n(int(t.u8()))))
 		}
+		if w.Features&wire.FeatureHeaders != 0 {
+			w.DedupWindow, w.DedupIDs = time.Duration(t.u32())*time.Millisecond, t.u32()
+		}
 		f, v = wire.AppendWelcome(nil, id, w), w
 	case wire.TypePublish:
 		flags := wire.Flags(t.u8())

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -250,7 +251,12 @@ func TestGoldenExt(t *testing.T) {
 	data := wire.AppendDataHeader(nil, 7, 1001, 2, len(mixedGoldenRun()))
 	data = append(data, mixedGoldenRun()...)
 	hello := wire.AppendHello(nil, 1, wire.Hello{MinVersion: 1, MaxVersion: 1, Features: wire.FeatureHeaders, Name: "go"})
-	for name, frame := range map[string][]byte{"publish_ext": pub, "data_ext": data, "hello_headers": hello} {
+	welcome := wire.Welcome{Version: 1, Features: wire.FeatureHeaders, MaxPayload: 1 << 20, MaxBody: 1<<20 + 256,
+		MaxSubs: 1024, LimitMsgs: 5000, LimitSize: 2 << 20, LimitLife: 4 * time.Second, TTL: time.Minute,
+		PingInterval: 5 * time.Second, ServerName: "a", Nodes: []string{"127.0.0.1:4222"},
+		DedupWindow: time.Minute, DedupIDs: 100_000}
+	for name, frame := range map[string][]byte{"publish_ext": pub, "data_ext": data, "hello_headers": hello,
+		"welcome_headers": wire.AppendWelcome(nil, 1, welcome)} {
 		t.Run(name, func(t *testing.T) {
 			golden := readHex(t, filepath.Join("testdata", "ext", name+".hex"))
 			if !bytes.Equal(frame, golden) {
@@ -277,6 +283,23 @@ func TestGoldenExt(t *testing.T) {
 				v, err := wire.DecodeHello(body)
 				if err != nil || v.Features != wire.FeatureHeaders {
 					t.Fatal(err)
+				}
+			case wire.TypeWelcome:
+				w, err := wire.DecodeWelcome(body)
+				if err != nil || !reflect.DeepEqual(w, welcome) {
+					t.Fatalf("%+v %v", w, err)
+				}
+				// Without FeatureHeaders the fields are not sent, and a
+				// server that does not send them leaves them 0.
+				plain := welcome
+				plain.Features = 0
+				enc := wire.AppendWelcome(nil, 1, plain)
+				if len(enc) != len(golden)-8 {
+					t.Fatalf("WELCOME without headers is %d bytes, want %d", len(enc), len(golden)-8)
+				}
+				old, err := wire.DecodeWelcome(golden[wire.HeaderLen : len(golden)-8])
+				if err != nil || old.DedupWindow != 0 || old.DedupIDs != 0 {
+					t.Fatalf("a WELCOME without the fields: %+v %v", old, err)
 				}
 			}
 		})

@@ -264,6 +264,8 @@ function encodeWelcome(id, v) {
     mustFit(FrameType.WELCOME, "node address length", node.length, 255);
     n += 1 + node.length;
   }
+  const dd = (v.features & FEATURE_HEADERS) !== 0 && ((v.dedupWindowMs ?? 0) > 0 || (v.dedupIDs ?? 0) > 0);
+  if (dd) n += 8;
   const w = frame(FrameType.WELCOME, 0, id, n);
   w.u16(v.version);
   w.u32(v.features);
@@ -281,6 +283,10 @@ function encodeWelcome(id, v) {
   for (const node of nodes) {
     w.u8(node.length);
     w.bytes(node);
+  }
+  if (dd) {
+    w.u32(v.dedupWindowMs ?? 0);
+    w.u32(v.dedupIDs ?? 0);
   }
   return w.buf;
 }
@@ -608,6 +614,10 @@ function decodeWelcome(body) {
     for (let i = 0; i < count && d.err === null; i++) {
       w.nodes.push(dec.decode(d.bytes(d.u8("node address length"), "node address")));
     }
+  }
+  if (d.err === null && (w.features & FEATURE_HEADERS) !== 0 && d.b.length - d.off >= 8) {
+    w.dedupWindowMs = d.u32("dedupWindowMs");
+    w.dedupIDs = d.u32("dedupIDs");
   }
   d.check();
   return w;

@@ -181,6 +181,14 @@ export interface Welcome {
   pingIntervalMs: number;
   serverName: string;
   nodes: string[];
+  /**
+   * The server's dedup window of message ids, milliseconds, and the most
+   * ids it keeps per channel (PROTOCOL.md 2.2, 2.14): sent only when
+   * FEATURE_HEADERS was accepted; absent when the server does not announce
+   * them.
+   */
+  dedupWindowMs?: number;
+  dedupIDs?: number;
 }
 
 export interface Ack {
@@ -334,6 +342,8 @@ export function encodeWelcome(id: number, v: Welcome): Uint8Array {
     mustFit(FrameType.WELCOME, "node address length", node.length, 255);
     n += 1 + node.length;
   }
+  const dd = (v.features & FEATURE_HEADERS) !== 0 && ((v.dedupWindowMs ?? 0) > 0 || (v.dedupIDs ?? 0) > 0);
+  if (dd) n += 8;
   const w = frame(FrameType.WELCOME, 0, id, n);
   w.u16(v.version);
   w.u32(v.features);
@@ -351,6 +361,10 @@ export function encodeWelcome(id: number, v: Welcome): Uint8Array {
   for (const node of nodes) {
     w.u8(node.length);
     w.bytes(node);
+  }
+  if (dd) {
+    w.u32(v.dedupWindowMs ?? 0);
+    w.u32(v.dedupIDs ?? 0);
   }
   return w.buf;
 }
@@ -756,6 +770,12 @@ export function decodeWelcome(body: Uint8Array): Welcome {
     for (let i = 0; i < count && d.err === null; i++) {
       w.nodes.push(dec.decode(d.bytes(d.u8("node address length"), "node address")));
     }
+  }
+  // With FEATURE_HEADERS the dedup fields follow, when all 8 bytes are
+  // there; other trailing bytes are ignored.
+  if (d.err === null && (w.features & FEATURE_HEADERS) !== 0 && d.b.length - d.off >= 8) {
+    w.dedupWindowMs = d.u32("dedupWindowMs");
+    w.dedupIDs = d.u32("dedupIDs");
   }
   d.check();
   return w;

@@ -103,6 +103,16 @@ const cases = {
     (v) => codec.encodeHello(1, v),
     (h, body) => codec.decodeHello(body),
   ],
+  "ext/welcome_headers": [
+    { type: 0x02, flags: 0, id: 1 },
+    {
+      version: 1, features: codec.FEATURE_HEADERS, maxPayload: 1 << 20, maxBody: (1 << 20) + 256, maxSubs: 1024,
+      limitMsgs: 5000, limitSize: 2 << 20, limitLifeMs: 4000, ttlMs: 60000, pingIntervalMs: 5000,
+      serverName: "a", nodes: ["127.0.0.1:4222"], dedupWindowMs: 60000, dedupIDs: 100000,
+    },
+    (v) => codec.encodeWelcome(1, v),
+    (h, body) => codec.decodeWelcome(body),
+  ],
   "ext/publish_ext": [
     { type: 0x03, flags: codec.FLAG_ACK | codec.FLAG_EXT, id: 42 },
     { channel: b("orders"), payload: b("{}"), msgId: b("o-17"), headers: [{ key: "ct", value: "json" }] },
