@@ -27,6 +27,9 @@ type conn struct {
 	gc     gnet.Conn
 	l      *loop
 	opened int64 // unix ns, for the handshake deadline
+	// outSeen is this connection's output as last counted in its loop's
+	// outbound sum (loop.outSum).
+	outSeen int
 
 	hello   bool
 	headers bool // FeatureHeaders negotiated: EXT publishes, extended records delivered
@@ -78,6 +81,11 @@ type conn struct {
 // outbound is the number of bytes waiting to be written to the peer.
 func (c *conn) outbound() int { return c.pending + c.gc.OutboundBuffered() }
 
+// over reports whether c has more output waiting than the outbound limit
+// that applies now (loop.outLimit): past it the slow-consumer policy
+// applies to live subscribers and catch-up readers wait.
+func (c *conn) over() bool { return c.outbound() > c.l.outLimit() }
+
 // armWritable asks for c.writable once c's socket can take bytes again:
 // subscribers over the outbound limit wait for that instead of polling.
 func (c *conn) armWritable() {
@@ -102,6 +110,12 @@ func (c *conn) writable() {
 		return
 	}
 	_ = c.gc.Flush() // on error gnet closes c
+	if !c.closed {
+		o := c.gc.OutboundBuffered()
+		c.l.outSum += int64(o - c.outSeen)
+		c.outSeen = o
+		c.l.publishOut()
+	}
 	for _, s := range c.subs {
 		if !c.closed && !s.pending && (s.lagging || s.skipping) {
 			s.lc.deliver()
@@ -129,6 +143,7 @@ func (c *conn) ownEnd(start, capBefore int) {
 	}
 	c.lastOwn = true
 	c.pending += end - start
+	c.counted(end - start)
 	c.markDirty()
 }
 
@@ -138,7 +153,16 @@ func (c *conn) shared(b []byte) {
 	c.iov = append(c.iov, b)
 	c.lastOwn = false
 	c.pending += len(b)
+	c.counted(len(b))
 	c.markDirty()
+}
+
+// counted adds n bytes of new output to the loop's outbound sum at once,
+// so that the limit under memory pressure (loop.outLimit) sees output
+// queued in this iteration, before the flush publishes it.
+func (c *conn) counted(n int) {
+	c.outSeen += n
+	c.l.outSum += int64(n)
 }
 
 func (c *conn) markDirty() {

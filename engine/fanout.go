@@ -383,7 +383,7 @@ func (lc *loopChan) settleSkips() {
 		if c.closing || c.closed || c.watchArmed {
 			continue
 		}
-		if c.outbound() > c.l.srv.opts.OutboundLimit {
+		if c.over() {
 			c.armWritable()
 			continue
 		}
@@ -437,10 +437,10 @@ func (s *sub) send(b *dataBatch) bool {
 		return false
 	}
 	srv := c.l.srv
-	switch decideLive(srv.opts.SlowPolicy, c.outbound() > srv.opts.OutboundLimit, s.skipping) {
+	switch decideLive(srv.opts.SlowPolicy, c.over(), s.skipping) {
 	case actDisconnect:
 		c.sendError(0, wire.CodeSlowConsumer,
-			fmt.Sprintf("more than %d bytes pending to subscriber", srv.opts.OutboundLimit))
+			fmt.Sprintf("more than %d bytes pending to subscriber", c.l.outLimit()))
 	case actLag:
 		s.cur = cursor{pos: r.first}
 		s.lagging = true
@@ -476,7 +476,7 @@ func (lc *loopChan) deliverCatchup() {
 		c := s.c
 		budget := catchupBudget
 		for !c.watchArmed && s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
-			if c.outbound() > l.srv.opts.OutboundLimit {
+			if c.over() {
 				c.armWritable()
 				break
 			}

@@ -27,9 +27,14 @@ type loop struct {
 	now  int64 // unix ns, read once per iteration
 	busy bool  // inside a callback or task: closes are deferred to reap
 	// outbound is the bytes waiting to be written to this loop's
-	// connections, summed by each sweep; read by the retention budget
-	// (Server.outbound) from the ticker.
+	// connections: outSum (loop-owned) kept by every flush (each written
+	// connection's change since it was last counted, conn.outSeen) and
+	// summed exactly by each sweep, published for other goroutines: the
+	// retention budget (Server.outbound) and the outbound limit under
+	// memory pressure (Server.outLimit).
 	outbound atomic.Int64
+	outSum   int64
+	outPub   int64 // outSum as last added to Server.outTotal
 	conns    map[*conn]struct{}
 	chans    map[string]*loopChan // this loop's view of channels it uses
 	chansPk  mapshrink.Peak       // chans' peak: sweep gives its memory back
@@ -157,7 +162,13 @@ func (l *loop) flush() {
 	for _, c := range l.dirty {
 		c.dirty = false
 		c.flush()
+		if !c.closed {
+			o := c.gc.OutboundBuffered()
+			l.outSum += int64(o - c.outSeen)
+			c.outSeen = o
+		}
 	}
+	l.publishOut()
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
 	for _, s := range l.held {
@@ -225,6 +236,9 @@ func (l *loop) cleanup(c *conn) {
 	}
 	clear(c.subs)
 	delete(l.conns, c)
+	l.outSum -= int64(c.outSeen)
+	c.outSeen = 0
+	l.publishOut()
 	l.srv.conns.Add(-1)
 	l.srv.forget(c)
 }
@@ -525,6 +539,36 @@ func (l *loop) channel(name string) *loopChan {
 	return lc
 }
 
+// outLimit returns the outbound limit that applies to a client connection
+// of this loop now: Options.OutboundLimit, or pressureLimit while this
+// node's output waiting to be written (the other loops' as of their last
+// flush, this loop's up to now) exceeds half of MaxRetained. The budget
+// covers history and output together (retentionSweep expires history to
+// make room), but output cannot be expired: 50 subscribers that never read
+// held 50 x 8 MiB, 400 MiB, under a 64 MiB budget (issue 14). Under
+// pressure a live subscriber past the lower limit lags (reads on from
+// history as its socket drains, policy lag) or is skipped or disconnected
+// as its policy says, and catch-up readers wait, so output stays within
+// half the budget plus about pressureLimit and one batch per connection.
+func (l *loop) outLimit() int {
+	o := &l.srv.opts
+	if o.MaxRetained > 0 && o.OutboundLimit > pressureLimit &&
+		2*(l.srv.outTotal.Load()+l.outSum-l.outPub) > int64(o.MaxRetained) {
+		return pressureLimit
+	}
+	return o.OutboundLimit
+}
+
+// publishOut makes outSum this loop's share of the node's outbound
+// bytes (loop.outbound, Server.outTotal).
+func (l *loop) publishOut() {
+	if d := l.outSum - l.outPub; d != 0 {
+		l.outPub = l.outSum
+		l.outbound.Store(l.outSum)
+		l.srv.outTotal.Add(d)
+	}
+}
+
 // sweep runs periodically on the loop: it closes connections that did not
 // complete the handshake in time and forgets idle channel views.
 func (l *loop) sweep() {
@@ -532,7 +576,8 @@ func (l *loop) sweep() {
 	var out int64
 	for c := range l.conns {
 		if !c.closed {
-			out += int64(c.outbound())
+			c.outSeen = c.outbound()
+			out += int64(c.outSeen)
 		}
 		if c.halfClosed && !c.closed {
 			l.closeGracefully(c)
@@ -551,7 +596,8 @@ func (l *loop) sweep() {
 		l.checkIdle(c)
 		l.checkFrame(c)
 	}
-	l.outbound.Store(out)
+	l.outSum = out
+	l.publishOut()
 	idle := l.now - int64(time.Second)
 	// While a console polls, a view keeps its uncollected publish counts
 	// until the next collection (console.go).

@@ -120,6 +120,9 @@ type Options struct {
 	// connection. Past it SlowPolicy applies to live subscribers, replays
 	// and lagging subscribers wait until the socket takes bytes again, and
 	// a connection that still does not read is closed at twice the limit.
+	// While the node's output waiting to be written exceeds half of
+	// MaxRetained, the limit of every client connection is 64 KiB instead
+	// (output counts against the budget and cannot be expired).
 	OutboundLimit int
 	SlowPolicy    SlowPolicy
 

@@ -65,15 +65,15 @@ func (s *Server) retentionSweep() {
 	}
 }
 
+// pressureLimit is the outbound limit of every client connection while
+// the node's output waiting to be written is over its share of the
+// retention budget (outLimit): Options.OutboundLimit's smallest value.
+const pressureLimit = 64 << 10
+
 // outbound returns the bytes waiting to be written to this node's
-// connections, as of each loop's last sweep.
-func (s *Server) outbound() int64 {
-	var n int64
-	for _, l := range s.loopList() {
-		n += l.outbound.Load()
-	}
-	return n
-}
+// connections, as of each loop's last flush (or sweep, which counts them
+// exactly): the sum of the loops' outbound, kept in outTotal.
+func (s *Server) outbound() int64 { return s.outTotal.Load() }
 
 // expire drops the victims that are gateway copies and asks the managers to
 // expire the hosted ones: one request per channel, through its newest

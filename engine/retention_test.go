@@ -365,3 +365,54 @@ func TestRetentionBudgetCoversOutbound(t *testing.T) {
 		return m.RetentionExpired > 0 && m.OutboundBytes > 2<<20 && m.RetainedBytes+m.OutboundBytes <= 16<<20+2<<20
 	})
 }
+
+// TestOutboundPressureLowersTheLimit: output waiting for subscribers that
+// never read cannot be expired like history, so while it exceeds half of
+// MaxRetained every connection's outbound limit drops to pressureLimit.
+// Six subscribers that never read, each allowed 2 MiB, would hold 12 MiB
+// under an 8 MiB budget; with the lower limit under pressure they lag
+// (policy lag) and the node's output stays within the budget.
+func TestOutboundPressureLowersTheLimit(t *testing.T) {
+	const budget = 8 << 20
+	s := startTest(t, func(o *Options) {
+		o.MaxRetained = budget
+		o.OutboundLimit = 2 << 20
+		o.LimitMsgs = 1000
+	})
+	for i := range 6 {
+		sub, err := dialErr(t, s.Addr(), 4096) // a small receive buffer; never read
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sub.handshakeErr(); err != nil {
+			t.Fatal(err)
+		}
+		sub.subscribe(uint32(i+1), "press", wire.StartLive, 0)
+	}
+	pub, _ := helloRaw(t, s.Addr())
+	payload := make([]byte, 1024)
+	batch := make([][]byte, 100)
+	for j := range batch {
+		batch[j] = payload
+	}
+	maxOut := int64(0)
+	for range 240 { // 24,000 messages, 24 MiB
+		if _, err := pub.publishBatch("press", batch); err != nil {
+			t.Fatal(err)
+		}
+		maxOut = max(maxOut, s.outbound())
+	}
+	if maxOut > budget || s.outbound() > budget {
+		t.Fatalf("output waiting reached %d bytes (now %d) under a budget of %d", maxOut, s.outbound(), budget)
+	}
+	if s.slowLags.Load() == 0 {
+		t.Fatal("no subscriber lagged")
+	}
+	// The loops' count is exact again after a sweep.
+	for _, l := range s.loopList() {
+		l.execute(l.sweep)
+	}
+	eventually(t, waitFor, "the swept count within the budget", func() bool {
+		return s.Metrics(context.Background()).OutboundBytes <= budget
+	})
+}

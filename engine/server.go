@@ -87,6 +87,9 @@ type Server struct {
 	tickStop chan struct{}
 	tickDone chan struct{}
 	mem      memState // memSweep's, on the ticker goroutine
+	// outTotal is the bytes waiting to be written to this node's client
+	// and node connections: the sum of the loops' outbound (publishOut).
+	outTotal atomic.Int64
 
 	security // auth, limits, TLS, metrics (security.go)
 }
