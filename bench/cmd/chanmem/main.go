@@ -5,8 +5,14 @@
 // sluice_node_retained_bytes: fresh, after publishing, and every few
 // seconds until the history has expired and for a while after.
 //
+// With --flood it measures peak RSS against --max-retained instead,
+// optionally with subscribers that never read and idle connections
+// (slow.go).
+//
 //	go build -o /tmp/sluice ./cmd/sluice
 //	go run ./bench/cmd/chanmem --sluice /tmp/sluice --channels 100000
+//	go run ./bench/cmd/chanmem --sluice /tmp/sluice --size 1024 --flood 2000000000 \
+//		--slow-subs 50 --idle-conns 2950 --args "--max-retained 64MiB --max-conns-per-addr 4000"
 package main
 
 import (
@@ -20,7 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rtm/sluice/client"
@@ -35,14 +40,20 @@ func main() {
 	after := flag.Duration("after", 2*time.Minute, "how long to sample after the history expired")
 	conns := flag.Int("conns", 8, "publishing connections")
 	extra := flag.String("args", "", "more serve arguments, space separated")
-	flood := flag.Int64("flood", 0, "instead: publish this many payload bytes of --size messages over 16 channels as fast as acks allow and report the peak RSS (with --args \"--max-retained 64MiB\")")
+	floodBytes := flag.Int64("flood", 0, "instead: publish this many payload bytes of --size messages over 16 channels as fast as acks allow and report the peak RSS (with --args \"--max-retained 64MiB\")")
+	slowSubs := flag.Int("slow-subs", 0, "with --flood: this many subscribers of every flood channel that never read")
+	idleConns := flag.Int("idle-conns", 0, "with --flood: this many more connections that only say HELLO (pass --max-conns-per-addr in --args past 1,024)")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(err)
 	addr := ln.Addr().String()
 	ln.Close()
-	args := []string{"serve", "--listen", addr, "--ttl", ttl.String(), "--limit-life", life.String(), "--log-level", "warn"}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	metricsAddr := mln.Addr().String()
+	mln.Close()
+	args := []string{"serve", "--listen", addr, "--ttl", ttl.String(), "--limit-life", life.String(), "--log-level", "warn", "--http-listen", metricsAddr}
 	if *extra != "" {
 		args = append(args, strings.Fields(*extra)...)
 	}
@@ -67,48 +78,8 @@ func main() {
 	report("fresh")
 	fresh := rss(pid)
 	payload := make([]byte, *size)
-	if *flood > 0 {
-		*n = int(*flood / int64(*size))
-		var peak atomic.Int64
-		stop := make(chan struct{})
-		go func() {
-			t := time.NewTicker(100 * time.Millisecond) // RSS sampling
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				if r := rss(pid); r > peak.Load() {
-					peak.Store(r)
-				}
-			}
-		}()
-		var wg sync.WaitGroup
-		for k := 0; k < *conns; k++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := client.Dial(ctx, addr)
-				must(err)
-				defer c.Close()
-				var acks []*client.PubAck
-				for i := k; i < *n; i += *conns {
-					a, err := c.PublishAsync(ctx, fmt.Sprintf("flood.%d", i%16), payload)
-					must(err)
-					if acks = append(acks, a); len(acks) == 1000 {
-						waitAll(acks)
-						acks = acks[:0]
-					}
-				}
-				waitAll(acks)
-			}()
-		}
-		wg.Wait()
-		close(stop)
-		fmt.Printf("flood: %d x %d B in %v; peak RSS %.1f MiB, now %.1f MiB, fresh %.1f MiB\n", *n, *size, time.Since(start).Round(time.Millisecond),
-			float64(peak.Load())/(1<<20), float64(rss(pid))/(1<<20), float64(fresh)/(1<<20))
+	if *floodBytes > 0 {
+		flood(addr, metricsAddr, pid, int(*floodBytes/int64(*size)), *conns, payload, fresh, *slowSubs, *idleConns)
 		return
 	}
 	var wg sync.WaitGroup
@@ -136,8 +107,9 @@ func main() {
 	published := time.Now()
 	report(fmt.Sprintf("published %d", *n))
 	peak := rss(pid)
-	fmt.Printf("per channel: %.0f B of RSS over fresh\n", float64(peak-fresh)/float64(*n))
+	fmt.Printf("per channel right after publishing: %.0f B of RSS over fresh\n", float64(peak-fresh)/float64(*n))
 	expiry := published.Add(*life + *ttl)
+	var held int64 // the last RSS sampled while the history was retained
 	for time.Until(expiry.Add(*after)) > 0 {
 		time.Sleep(5 * time.Second) // sampling interval
 		r := rss(pid)
@@ -145,8 +117,13 @@ func main() {
 		state := "history retained"
 		if time.Now().After(expiry) {
 			state = fmt.Sprintf("%.0fs after expiry", time.Since(expiry).Seconds())
+		} else {
+			held = r
 		}
 		report(state)
+	}
+	if held > 0 {
+		fmt.Printf("per channel while retained (idle server, last sample before expiry): %.0f B of RSS over fresh\n", float64(held-fresh)/float64(*n))
 	}
 	fmt.Printf("peak %.1f MiB, fresh %.1f MiB, end %.1f MiB\n", float64(peak)/(1<<20), float64(fresh)/(1<<20), float64(rss(pid))/(1<<20))
 	c0.Close()
