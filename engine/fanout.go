@@ -28,6 +28,11 @@ type gwChan struct {
 	name    string
 	refs    int // loops holding it; guarded by gateway.mu
 	readers []atomic.Pointer[loopChan]
+	// inline holds readers when there are at most 4 loops (one
+	// allocation, 96 bytes: a size class no long-lived per-channel
+	// object has, so when idle views go their memory goes back whole
+	// instead of leaving holes among the channels' streamlets).
+	inline [4]atomic.Pointer[loopChan]
 	// gen counts changes of the channel's streamlet list announced to
 	// this node (cluster): a loop's cached role.ChannelInfo older than gen is
 	// fetched again.
@@ -43,7 +48,12 @@ func (g *gateway) acquire(name string) *gwChan {
 	defer g.mu.Unlock()
 	gc := g.m[name]
 	if gc == nil {
-		gc = &gwChan{name: name, readers: make([]atomic.Pointer[loopChan], g.loops)}
+		gc = &gwChan{name: name}
+		if g.loops <= len(gc.inline) {
+			gc.readers = gc.inline[:g.loops]
+		} else {
+			gc.readers = make([]atomic.Pointer[loopChan], g.loops)
+		}
 		g.m[name] = gc
 	}
 	gc.refs++

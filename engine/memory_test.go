@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 // TestGatewayMapShrinks: once most channels' views are released, the
@@ -26,5 +27,25 @@ func TestGatewayMapShrinks(t *testing.T) {
 		if g.lookup(gc.name) != gc {
 			t.Fatalf("%s lost in the copy", gc.name)
 		}
+	}
+}
+
+// TestGatewayChannelIsOneAllocation: with up to four loops a channel's
+// gateway entry holds its per-loop reader slots itself (one 96-byte
+// object, a size class no long-lived per-channel object uses, so that
+// idle views leave no holes among the channels' streamlets).
+func TestGatewayChannelIsOneAllocation(t *testing.T) {
+	g := newGateway(2)
+	gc := g.acquire("c")
+	if len(gc.readers) != 2 || &gc.readers[0] != &gc.inline[0] {
+		t.Fatal("the reader slots of a 2-loop gateway are a separate allocation")
+	}
+	if size := unsafe.Sizeof(gwChan{}); size > 96 || size <= 80 {
+		t.Fatalf("gwChan is %d bytes, want the 96-byte class", size)
+	}
+	g.release(gc)
+	big := newGateway(8)
+	if gc := big.acquire("c"); len(gc.readers) != 8 {
+		t.Fatalf("%d reader slots for 8 loops", len(gc.readers))
 	}
 }
