@@ -181,7 +181,7 @@ func (h *Host) Dedup() DedupStats {
 // it has seen every record before s's next position. s.mu is held.
 func (s *Streamlet) window(now int64) *chanWindow {
 	h := s.h
-	next := s.first + uint64(s.buf.Len())
+	next := s.first + uint64(s.buf.Written())
 	if cw := s.dd; cw != nil {
 		return cw
 	}

@@ -46,7 +46,7 @@ type Streamlet struct {
 	buf *ringbuf.Buffer
 
 	// epoch and limitMsgs are fixed at creation (or adoption); succ,
-	// succHost and replicas are guarded by mu.
+	// succHost and repl are guarded by mu.
 	epoch     uint64
 	limitMsgs int32
 	// hasIDs is set before the first record with a message id is
@@ -54,9 +54,9 @@ type Streamlet struct {
 	hasIDs   atomic.Bool
 	succ     uint64
 	succHost string
-	// replicas is the streamlet's replica set, orderer first (nil: a
-	// single copy, this one).
-	replicas []string
+	// repl is a replicated streamlet's replica set and replication state
+	// (replica.go); nil for a single copy.
+	repl *replState
 	// side holds what only some streamlets need, so that a small
 	// channel's streamlet stays at 160 bytes (issue 14): a copy's own
 	// state (set by NewCopy) or the wakers of a hosted streamlet other
@@ -114,7 +114,10 @@ func (s *Streamlet) First() uint64 { return s.first }
 func (s *Streamlet) Replicas() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.replicas
+	if s.repl == nil {
+		return nil
+	}
+	return s.repl.replicas
 }
 
 // Epoch returns the channel incarnation the streamlet belongs to.
@@ -140,8 +143,17 @@ func (s *Streamlet) SealedAt() int64 { return s.sealedAt.Load() }
 // SealSeq returns the node-wide order of the streamlet's seal, 0 while open.
 func (s *Streamlet) SealSeq() uint64 { return s.sealSeq.Load() }
 
-// sealLocked seals the buffer and numbers the seal; s.mu is held.
+// sealLocked closes the streamlet for writes: it seals the buffer and
+// numbers the seal; s.mu is held. A replicated streamlet's buffer is sealed
+// only once every record written is visible (replica.go): readers take a
+// sealed buffer's length as final.
 func (s *Streamlet) sealLocked() {
+	if r := s.repl; r != nil {
+		r.closed = true
+		if s.buf.Len() < s.buf.Written() {
+			return
+		}
+	}
 	if !s.buf.Sealed() {
 		s.buf.Seal()
 		s.sealSeq.Store(s.h.seals.Add(1))
@@ -262,6 +274,11 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 	if s.buf.Sealed() {
 		return 0, 0, 0
 	}
+	if r := s.repl; r != nil && (r.closed || r.fenced || !r.orderer) {
+		// Closed, fenced by recovery, or a follower: only the orderer
+		// takes appends, and only forwarded ones reach a follower.
+		return 0, 0, 0
+	}
 	if now >= s.leaseEnd {
 		s.sealLocked()
 		return 0, 0, 0
@@ -313,7 +330,7 @@ func (s *Streamlet) appendLocked(recs [][]byte, ext []bool, pos []uint64, dup []
 		n = k + 1
 	}
 	if cw != nil {
-		cw.next = s.first + uint64(s.buf.Len())
+		cw.next = s.first + uint64(s.buf.Written())
 		cw.mu.Unlock()
 	}
 	return n, stored, bytes
@@ -400,8 +417,12 @@ func (s *Streamlet) Drop() (wasOpen bool) {
 // already (role.ErrSuccessorTaken; see role.Host.Seal).
 func (s *Streamlet) seal(succ uint64, succHost string) (uint64, error) {
 	s.mu.Lock()
-	s.sealLocked()
-	n := s.buf.Len()
+	if r := s.repl; r == nil || r.orderer {
+		// A follower closes when its orderer's stream says so
+		// (Replicate); a seal asked of it records the successor only.
+		s.sealLocked()
+	}
+	n := s.buf.Written()
 	var err error
 	switch {
 	case succ == 0 || s.succ == succ:
@@ -460,6 +481,10 @@ type Host struct {
 	ddFetched                     atomic.Uint64
 	idSrc                         IDSource      // other nodes' ids (SetIDSource); nil on a single node
 	idBudget                      time.Duration // how long a rebuild may read other nodes
+
+	// onOrder and onCommit are the replication hooks (replica.go), set
+	// before the host is used.
+	onOrder, onCommit func(*Streamlet)
 }
 
 // New returns an empty host for node; clock stamps seals.
@@ -509,7 +534,8 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		buf: ringbuf.New(g.LimitMsgs, g.LimitSize), epoch: g.Epoch, limitMsgs: int32(min(g.LimitMsgs, math.MaxInt32)),
 	}
 	if len(g.Replicas) > 1 {
-		s.replicas = append([]string(nil), g.Replicas...)
+		s.repl = &replState{replicas: append([]string(nil), g.Replicas...), orderer: g.Replicas[0] == h.node}
+		s.buf.SetHeld()
 	}
 	s.buf.Account(&h.retained)
 	if h.inherit(s); s.dd == nil && len(g.Prior) > 0 && h.Streamlet(g.Streamlet) == nil {
@@ -522,8 +548,8 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		// another replica retries with the new set, which an empty
 		// streamlet takes.
 		old.mu.Lock()
-		if old.buf.Len() == 0 && old.first == g.First {
-			old.replicas = s.replicas
+		if old.buf.Written() == 0 && old.first == g.First && (old.repl == nil) == (s.repl == nil) {
+			old.repl = s.repl
 		}
 		old.mu.Unlock()
 		return nil
@@ -537,6 +563,9 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 	h.mu.Unlock()
 	h.index(s)
 	h.hosted.Add(1)
+	if s.repl != nil && s.repl.orderer && h.onOrder != nil {
+		h.onOrder(s)
+	}
 	return nil
 }
 
@@ -586,7 +615,9 @@ func (h *Host) Adopt(s *Streamlet, meta role.Hosted) error {
 	}
 	s.epoch, s.succ, s.succHost, s.leaseEnd = meta.Epoch, meta.Succ, meta.SuccHost, meta.LeaseEnd
 	if len(meta.Replicas) > 1 {
-		s.replicas = append([]string(nil), meta.Replicas...)
+		// A complete copy of a closed streamlet: final, like a replica
+		// recovery sealed (it takes no appends, forwarded or ordered).
+		s.repl = &replState{replicas: append([]string(nil), meta.Replicas...), closed: true, fenced: true, final: true}
 	}
 	if meta.LimitMsgs > 0 {
 		s.limitMsgs = int32(min(meta.LimitMsgs, math.MaxInt32))
@@ -652,9 +683,15 @@ func (h *Host) List(channel string) ([]role.Hosted, error) {
 func (s *Streamlet) hosted(node string) role.Hosted {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return role.Hosted{ID: s.id, Epoch: s.epoch, First: s.first, Host: node, Len: uint32(s.buf.Len()),
+	h := role.Hosted{ID: s.id, Epoch: s.epoch, First: s.first, Host: node, Len: uint32(s.buf.Written()),
 		Sealed: s.buf.Sealed(), Succ: s.succ, SuccHost: s.succHost, LeaseEnd: s.leaseEnd,
-		LimitMsgs: uint32(s.limitMsgs), Replicas: s.replicas}
+		LimitMsgs: uint32(s.limitMsgs)}
+	if r := s.repl; r != nil {
+		h.Replicas = r.replicas
+		h.Sealed = h.Sealed || r.closed
+		h.Fenced, h.Final = r.fenced, r.final
+	}
+	return h
 }
 
 // Streamlet returns hosted streamlet id, nil if the host does not hold it.

@@ -107,6 +107,9 @@ type Buffer struct {
 	// Read-mostly, shared: changes only on table growth, Seal, Free.
 	tab    atomic.Pointer[table]
 	sealed atomic.Bool
+	// held is fixed before the first Append (SetHeld): appends wait for
+	// Commit to become visible. It sits in sealed's padding.
+	held bool
 	// footprint is the bytes of chunk and page memory held (for load reports).
 	footprint atomic.Int64
 	// acct, if set (Account), receives every change of footprint too.
@@ -118,12 +121,17 @@ type Buffer struct {
 	wtab       *table
 	cur        *chunk // current standard chunk (nil before the first)
 	maxRecords int32
-	n          int32  // records written == committed
+	n          int32  // records written (== committed unless held)
 	nchunks    int32  // filled slots of wtab.chunks
 	npages     int32  // filled slots of wtab.pages
 	curIdx     uint32 // cur's slot in wtab.chunks
 	curOff     int32  // first free byte in cur
 	nextClass  int32  // size class of the next standard chunk
+	// written is the number of records written, in held mode only (else
+	// committed is): ahead of committed until Commit. Stored only by the
+	// writer (release), after the record's bytes and index entry; it fills
+	// the padding after the int32s.
+	written atomic.Int32
 
 	// Inline first slots keep a small buffer free of extra allocations.
 	inlineTab    table
@@ -195,8 +203,60 @@ func (b *Buffer) AppendExt(p []byte, ext bool, stamp int64) (index int, err erro
 	}
 	b.n = int32(i + 1)
 	// Release: everything above happens before a reader that loads n+1.
-	b.committed.Store(int64(b.n))
+	if b.held {
+		b.written.Store(b.n)
+	} else {
+		b.committed.Store(int64(b.n))
+	}
 	return i, nil
+}
+
+// SetHeld puts the buffer in held mode: appended records are written but
+// become visible to readers (Len, Get, AppendRun, ...) only when Commit
+// covers them. A replicated streamlet's copy holds records until every
+// replica has them. Writer side, before the first Append.
+func (b *Buffer) SetHeld() { b.held = true }
+
+// Written returns the number of records written, visible or not (an
+// atomic load). Any goroutine. In held mode it may exceed Len; records
+// [0, Written()) can be read with AppendHeldRun and HeldStamp.
+func (b *Buffer) Written() int {
+	if !b.held {
+		return int(b.committed.Load())
+	}
+	return int(b.written.Load())
+}
+
+// Commit makes records [0, n) visible to readers; n is clamped to Written
+// and a smaller n than the present count changes nothing. Any goroutine
+// (the committed count only grows, by compare-and-swap); only held mode
+// needs it.
+func (b *Buffer) Commit(n int) {
+	n = min(n, b.Written())
+	for {
+		c := b.committed.Load()
+		if int64(n) <= c || b.committed.CompareAndSwap(c, int64(n)) {
+			return
+		}
+	}
+}
+
+// Truncate drops the records from index n on, which must not be visible
+// (n >= Len): recovery of a replicated streamlet keeps only what every
+// surviving replica holds. Their memory stays until Free. The caller must
+// append nothing more and seals the buffer (once it committed what it
+// keeps). Writer side.
+func (b *Buffer) Truncate(n int) {
+	if !b.held || n < 0 || n >= int(b.n) || int64(n) < b.committed.Load() {
+		return
+	}
+	b.n = int32(n)
+	b.nbytes = 0
+	if n > 0 {
+		e, _ := b.entry(b.wtab, n-1)
+		b.nbytes = e.end
+	}
+	b.written.Store(int32(n))
 }
 
 // Fits reports whether Append of an n-byte payload would succeed right now:
@@ -362,8 +422,10 @@ func (b *Buffer) Get(i int) []byte {
 }
 
 // GetExt is Get that also reports the record's flag bit (AppendExt).
-func (b *Buffer) GetExt(i int) (p []byte, ext bool) {
-	if i < 0 || i >= int(b.committed.Load()) {
+func (b *Buffer) GetExt(i int) (p []byte, ext bool) { return b.getExt(i, int(b.committed.Load())) }
+
+func (b *Buffer) getExt(i, n int) (p []byte, ext bool) {
+	if i < 0 || i >= n {
 		return nil, false
 	}
 	t := b.tab.Load()
@@ -425,8 +487,31 @@ func (b *Buffer) SearchStamp(t int64) int {
 // they stay valid while the caller holds a reference. No allocation when dst
 // has enough capacity. Reader side: any goroutine holding a reference.
 func (b *Buffer) AppendRun(dst [][]byte, from, to int, maxBytes int) (out [][]byte, end int, nbytes int) {
-	n := int(b.committed.Load())
-	to = min(to, n)
+	return b.appendRun(dst, from, min(to, int(b.committed.Load())), maxBytes)
+}
+
+// AppendHeldRun is AppendRun over the records written, visible or not
+// (held mode, SetHeld): to is clamped to Written instead of Len. The
+// records' bytes are final once written. Reader side: any goroutine
+// holding a reference.
+func (b *Buffer) AppendHeldRun(dst [][]byte, from, to int, maxBytes int) (out [][]byte, end int, nbytes int) {
+	return b.appendRun(dst, from, min(to, b.Written()), maxBytes)
+}
+
+// GetHeldExt is GetExt over the records written (Written), visible or
+// not.
+func (b *Buffer) GetHeldExt(i int) (p []byte, ext bool) { return b.getExt(i, b.Written()) }
+
+// HeldStamp is Stamp over the records written (Written), visible or not.
+func (b *Buffer) HeldStamp(i int) int64 {
+	if i < 0 || i >= b.Written() {
+		return 0
+	}
+	e, _ := b.entry(b.tab.Load(), i)
+	return e.stamp
+}
+
+func (b *Buffer) appendRun(dst [][]byte, from, to int, maxBytes int) (out [][]byte, end int, nbytes int) {
 	if from < 0 || from >= to {
 		return dst, from, 0
 	}
@@ -561,6 +646,7 @@ func (b *Buffer) Free() {
 func (b *Buffer) recycle() {
 	b.tab.Store(emptyTable)
 	b.committed.Store(0)
+	b.written.Store(0)
 	t := b.wtab
 	for i := range b.nchunks {
 		c := t.chunks[i]

@@ -495,7 +495,7 @@ func TestStrings(t *testing.T) {
 		{wire.TypePubAck.String(), "PUBACK"},
 		{wire.TypeUnsubscribed.String(), "UNSUBSCRIBED"},
 		{wire.Type(0).String(), "Type(0x00)"},
-		{wire.Type(0x49).String(), "Type(0x49)"},
+		{wire.Type(0x4B).String(), "Type(0x4B)"},
 		{wire.StartLive.String(), "live"},
 		{wire.StartSince.String(), "since"},
 		{wire.StartKind(5).String(), "StartKind(5)"},

@@ -23,6 +23,10 @@ const (
 	TypeNodeFeed     Type = 0x46 // acceptor -> dialer, id 0
 	TypeNodeRead     Type = 0x47 // dialer -> acceptor, id 0
 	TypeNodeUnread   Type = 0x48 // dialer -> acceptor, id 0
+	// Replication (PROTOCOL.md 9.9): the orderer of a replicated
+	// streamlet forwards its appends to each follower on its link to it.
+	TypeNodeReplicate  Type = 0x49 // dialer (orderer) -> acceptor (follower), id 0
+	TypeNodeReplicated Type = 0x4A // acceptor -> dialer, id 0
 
 	// The handshake's second and third flights and the sealed record
 	// that carries every frame after it (nodeauth.go, seal.go).
@@ -37,7 +41,7 @@ func (t Type) IsNode() bool {
 }
 
 var nodeTypeNames = [...]string{"NODE_HELLO", "NODE_WELCOME", "NODE_REQUEST", "NODE_RESPONSE",
-	"NODE_APPEND", "NODE_APPENDED", "NODE_FEED", "NODE_READ", "NODE_UNREAD", "", "", "", "",
+	"NODE_APPEND", "NODE_APPENDED", "NODE_FEED", "NODE_READ", "NODE_UNREAD", "NODE_REPLICATE", "NODE_REPLICATED", "", "",
 	"NODE_CHALLENGE", "NODE_PROOF", "NODE_SEALED"}
 
 func appendStr8(dst []byte, t Type, field, s string) []byte {
@@ -71,7 +75,9 @@ const (
 	OpDedupIDs   NodeOp = 12 // host: i64 since, u32 from, u16 n, n x u64 id -> a page of message ids
 	OpCopy       NodeOp = 13 // host: str8 channel, u64 epoch, u64 id, str8 holder, u64 first, u64 end -> empty
 	OpDrain      NodeOp = 14 // any: str8 node -> empty
-	opMax               = OpDrain
+	OpFence      NodeOp = 15 // host: u64 id -> u8 flags, u32 held, u64 successor, str8 successor host
+	OpSealAt     NodeOp = 16 // host: u64 id, u32 len, u16 n, n x str8 keep -> empty
+	opMax               = OpSealAt
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's
@@ -86,7 +92,9 @@ const (
 	NodeBadOp     uint8 = 5 // unknown op or malformed op body
 	NodeShutdown  uint8 = 6 // the node is shutting down
 	NodeOverload  uint8 = 7 // the node's backlog is over its limit
-	nodeStatusMax uint8 = 7
+	NodeFenced    uint8 = 8 // NODE_REPLICATED: recovery fenced this replica
+	NodeOrder     uint8 = 9 // NODE_REPLICATED: out of order, or not from the orderer
+	nodeStatusMax uint8 = 9
 )
 
 // AppendNodeRequest appends a NODE_REQUEST frame with op and its body.
@@ -354,6 +362,110 @@ func DecodeNodeFeed(body []byte) (f NodeFeed, stamps, run []byte, err error) {
 // FeedStamp returns stamp i of a stamps slice from DecodeNodeFeed.
 func FeedStamp(stamps []byte, i int) int64 {
 	return int64(binary.BigEndian.Uint64(stamps[8*i:]))
+}
+
+// Replicate flags.
+const ReplicateSealed uint8 = 1 // the orderer sealed the streamlet: it ends after these records, all committed
+
+// NodeReplicate is a NODE_REPLICATE body without its stamps and records:
+//
+//	u64 streamlet, u64 epoch, u32 start (index of the first record),
+//	u32 commit (records every replica holds, the visible count), u8 flags,
+//	u32 count, count x u64 stamps (unix ns), count x (u32 len, payload)
+//
+// count may be 0 (a commit or seal notice).
+type NodeReplicate struct {
+	Streamlet uint64
+	Epoch     uint64
+	Start     uint32
+	Commit    uint32
+	Flags     uint8
+	Count     uint32
+}
+
+// NodeReplicatePrefixLen is the size of NODE_REPLICATE's fixed prefix.
+const NodeReplicatePrefixLen = 8 + 8 + 4 + 4 + 1 + 4
+
+// AppendNodeReplicateHeader appends the header, the prefix and the stamps
+// of a NODE_REPLICATE whose record run (recordsLen bytes, len(stamps)
+// records) the caller appends next.
+func AppendNodeReplicateHeader(dst []byte, r NodeReplicate, stamps []int64, recordsLen int) []byte {
+	mustFit(TypeNodeReplicate, "count", len(stamps), math.MaxUint32)
+	dst = AppendHeader(dst, TypeNodeReplicate, 0, 0, NodeReplicatePrefixLen+8*len(stamps)+recordsLen)
+	dst = binary.BigEndian.AppendUint64(dst, r.Streamlet)
+	dst = binary.BigEndian.AppendUint64(dst, r.Epoch)
+	dst = binary.BigEndian.AppendUint32(dst, r.Start)
+	dst = binary.BigEndian.AppendUint32(dst, r.Commit)
+	dst = append(dst, r.Flags)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(stamps)))
+	for _, s := range stamps {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(s))
+	}
+	return dst
+}
+
+// DecodeNodeReplicate decodes a NODE_REPLICATE body. stamps holds Count
+// u64 stamps (read them with FeedStamp) and run exactly Count records;
+// both alias body. commit may not exceed start+count.
+func DecodeNodeReplicate(body []byte) (r NodeReplicate, stamps, run []byte, err error) {
+	d := decoder{b: body, frame: TypeNodeReplicate}
+	r = NodeReplicate{Streamlet: d.u64("streamlet"), Epoch: d.u64("epoch"), Start: d.u32("start"),
+		Commit: d.u32("commit"), Flags: d.u8("flags"), Count: d.u32("count")}
+	switch {
+	case d.err != nil:
+	case r.Flags&^ReplicateSealed != 0:
+		d.failf("unknown flags 0x%02x", r.Flags)
+	case uint64(r.Commit) > uint64(r.Start)+uint64(r.Count):
+		d.failf("commit %d past start %d + count %d", r.Commit, r.Start, r.Count)
+	case uint64(r.Count)*8 > uint64(len(body)-d.off):
+		d.failf("%d stamps overrun the body", r.Count)
+	}
+	if d.err != nil {
+		return NodeReplicate{}, nil, nil, d.err
+	}
+	stamps = d.bytes(int(r.Count)*8, "stamps")
+	run = d.rest()
+	if r.Count == 0 {
+		if len(run) != 0 {
+			d.failf("%d bytes after an empty replicate", len(run))
+		}
+	} else if d.err == nil {
+		d.err = checkRun(TypeNodeReplicate, run, r.Count)
+	}
+	if d.err != nil {
+		return NodeReplicate{}, nil, nil, d.err
+	}
+	return r, stamps, run, nil
+}
+
+// NodeReplicated is the body of NODE_REPLICATED: u64 streamlet, u8 status
+// (NodeOK, NodeUnknown, NodeStale, NodeFenced or NodeOrder), u32 held (the
+// records the follower holds, visible or not).
+type NodeReplicated struct {
+	Streamlet uint64
+	Status    uint8
+	Held      uint32
+}
+
+// AppendNodeReplicated appends a whole NODE_REPLICATED frame.
+func AppendNodeReplicated(dst []byte, r NodeReplicated) []byte {
+	dst = AppendHeader(dst, TypeNodeReplicated, 0, 0, 13)
+	dst = binary.BigEndian.AppendUint64(dst, r.Streamlet)
+	dst = append(dst, r.Status)
+	return binary.BigEndian.AppendUint32(dst, r.Held)
+}
+
+// DecodeNodeReplicated decodes a NODE_REPLICATED body.
+func DecodeNodeReplicated(body []byte) (NodeReplicated, error) {
+	d := decoder{b: body, frame: TypeNodeReplicated}
+	r := NodeReplicated{Streamlet: d.u64("streamlet"), Status: d.u8("status"), Held: d.u32("held")}
+	if d.err == nil && r.Status > nodeStatusMax {
+		d.failf("unknown status %d", r.Status)
+	}
+	if err := d.exact(); err != nil {
+		return NodeReplicated{}, err
+	}
+	return r, nil
 }
 
 // AppendNodeRead appends a NODE_READ frame: u64 streamlet, u32 from (the

@@ -170,7 +170,7 @@ func checkNodeFrame(t *testing.T, ty wire.Type, id uint32, body []byte) {
 		var text string
 		if st, res, text, err = wire.DecodeNodeResponse(body); err == nil {
 			if st == wire.NodeOK {
-				for _, shape := range []string{shapeGrant, shapeInfo, shapeList, "q", "bw", shapeIDPage} {
+				for _, shape := range []string{shapeGrant, shapeInfo, shapeList, "q", "bw", shapeIDPage, "bwqs"} {
 					checkShape(t, shape, res)
 				}
 			} else if len(text) > 1024 {
@@ -222,6 +222,26 @@ func checkNodeFrame(t *testing.T, ty wire.Type, id uint32, body []byte) {
 		var from uint32
 		if s, from, err = wire.DecodeNodeRead(body); err == nil {
 			re, id = wire.AppendNodeRead(nil, s, from), 0
+		}
+	case wire.TypeNodeReplicate:
+		var r wire.NodeReplicate
+		var stampBytes, run []byte
+		if r, stampBytes, run, err = wire.DecodeNodeReplicate(body); err == nil {
+			stamps := make([]int64, r.Count)
+			for i := range stamps {
+				stamps[i] = wire.FeedStamp(stampBytes, i)
+			}
+			re, id = wire.AppendNodeReplicateHeader(nil, r, stamps, len(run)), 0
+			if r.Count > 0 {
+				for _, p := range splitRun(t, ty, run, r.Count) {
+					re = wire.AppendRecord(re, p)
+				}
+			}
+		}
+	case wire.TypeNodeReplicated:
+		var r wire.NodeReplicated
+		if r, err = wire.DecodeNodeReplicated(body); err == nil {
+			re, id = wire.AppendNodeReplicated(nil, r), 0
 		}
 	case wire.TypeNodeUnread:
 		var s uint64

@@ -50,7 +50,12 @@ type (
 		Streamlet uint64
 		From      uint32
 	}
-	nodeUnreadV uint64
+	nodeUnreadV    uint64
+	nodeReplicateV struct {
+		wire.NodeReplicate
+		Stamps  []int64
+		Records []string
+	}
 )
 
 // records iterates a record run validated by a decoder; it fails if the run
@@ -121,6 +126,21 @@ func decodeNode(h wire.Header, body []byte) (any, error) {
 		}
 		v.Records, err = records(h.Type, run, f.Count)
 		return v, err
+	case wire.TypeNodeReplicate:
+		r, stamps, run, err := wire.DecodeNodeReplicate(body)
+		if err != nil {
+			return nil, err
+		}
+		v := nodeReplicateV{NodeReplicate: r}
+		for i := range int(r.Count) {
+			v.Stamps = append(v.Stamps, wire.FeedStamp(stamps, i))
+		}
+		if r.Count > 0 {
+			v.Records, err = records(h.Type, run, r.Count)
+		}
+		return v, err
+	case wire.TypeNodeReplicated:
+		return wire.DecodeNodeReplicated(body)
 	case wire.TypeNodeRead:
 		s, from, err := wire.DecodeNodeRead(body)
 		return nodeReadV{s, from}, err
@@ -158,6 +178,19 @@ func nodeFeedFrame(dst []byte, f wire.NodeFeed, stamps []int64, payloads ...stri
 	return dst
 }
 
+// nodeReplicateFrame builds a whole NODE_REPLICATE the way an orderer does.
+func nodeReplicateFrame(dst []byte, r wire.NodeReplicate, stamps []int64, payloads ...string) []byte {
+	n := 0
+	for _, p := range payloads {
+		n += wire.RecordHeaderLen + len(p)
+	}
+	dst = wire.AppendNodeReplicateHeader(dst, r, stamps, n)
+	for _, p := range payloads {
+		dst = wire.AppendRecord(dst, []byte(p))
+	}
+	return dst
+}
+
 // Example nonces and proof of the handshake frames.
 var (
 	nonceD = seq32(0xd0) // the dialer's: d0 d1 .. ef
@@ -183,7 +216,7 @@ const (
 // record, tested in seal_test.go).
 var nodeFrameTypes = []wire.Type{wire.TypeNodeHello, wire.TypeNodeWelcome, wire.TypeNodeRequest, wire.TypeNodeResponse,
 	wire.TypeNodeAppend, wire.TypeNodeAppended, wire.TypeNodeFeed, wire.TypeNodeRead, wire.TypeNodeUnread,
-	wire.TypeNodeChallenge, wire.TypeNodeProof}
+	wire.TypeNodeReplicate, wire.TypeNodeReplicated, wire.TypeNodeChallenge, wire.TypeNodeProof}
 
 // opBody builds an op body with NodeEnc.
 func opBody(fill func(e *wire.NodeEnc)) []byte {
@@ -384,6 +417,49 @@ func nodeCases() []nodeCase {
 			msg{hdr(wire.TypeNodeFeed, 0, 0, 17), nodeFeedV{NodeFeed: wire.NodeFeed{Streamlet: 43, Start: 7, Flags: wire.FeedGone}}}, ""},
 		{"node_feed_open", nodeFeedFrame(nil, wire.NodeFeed{Streamlet: 44}, []int64{-1}, "x"),
 			msg{hdr(wire.TypeNodeFeed, 0, 0, 30), nodeFeedV{wire.NodeFeed{Streamlet: 44, Count: 1}, []int64{-1}, []string{"x"}}}, ""},
+		{"node_replicate", nodeReplicateFrame(nil, wire.NodeReplicate{Streamlet: 42, Epoch: 7, Start: 4998, Commit: 4998}, []int64{stamp0, stamp1}, "a", "bc"),
+			msg{hdr(wire.TypeNodeReplicate, 0, 0, 56), nodeReplicateV{wire.NodeReplicate{Streamlet: 42, Epoch: 7, Start: 4998, Commit: 4998, Count: 2},
+				[]int64{stamp0, stamp1}, []string{"a", "bc"}}}, `
+# NODE_REPLICATE: the orderer forwards records 4998 and 4999 ("a", "bc") of
+# streamlet 42 to a follower; every replica holds the first 4998
+# -- header --
+00 00 00 38                 # body length 56 = 29 + 2x8 + (4+1) + (4+2)
+49                          # type NODE_REPLICATE
+00                          # flags none
+00 00 00 00                 # id 0
+# -- body: prefix --
+00 00 00 00 00 00 00 2a     # streamlet 42
+00 00 00 00 00 00 00 07     # epoch 7
+00 00 13 86                 # start 4998 (index of record 0 in the streamlet)
+00 00 13 86                 # commit 4998 (records every replica holds)
+00                          # flags none
+00 00 00 02                 # count 2
+# -- body: stamps --
+17 97 9c fe 36 2a 00 00     # stamp 0: 1700000000000000000 ns
+17 97 9c fe 36 31 a1 20     # stamp 1: 1700000000000500000 ns
+# -- body: record run --
+00 00 00 01                 # record 0 length 1
+61                          # record 0 payload "a"
+00 00 00 02                 # record 1 length 2
+62 63                       # record 1 payload "bc"
+`},
+		{"node_replicate_sealed", nodeReplicateFrame(nil, wire.NodeReplicate{Streamlet: 42, Epoch: 7, Start: 5000, Commit: 5000, Flags: wire.ReplicateSealed}, nil),
+			msg{hdr(wire.TypeNodeReplicate, 0, 0, 29), nodeReplicateV{NodeReplicate: wire.NodeReplicate{Streamlet: 42, Epoch: 7, Start: 5000, Commit: 5000, Flags: wire.ReplicateSealed}}}, ""},
+		{"node_replicated", wire.AppendNodeReplicated(nil, wire.NodeReplicated{Streamlet: 42, Status: wire.NodeOK, Held: 5000}),
+			msg{hdr(wire.TypeNodeReplicated, 0, 0, 13), wire.NodeReplicated{Streamlet: 42, Status: wire.NodeOK, Held: 5000}}, `
+# NODE_REPLICATED: the follower holds 5000 records of streamlet 42
+# -- header --
+00 00 00 0d                 # body length 13
+4a                          # type NODE_REPLICATED
+00                          # flags none
+00 00 00 00                 # id 0
+# -- body --
+00 00 00 00 00 00 00 2a     # streamlet 42
+00                          # status 0 = OK
+00 00 13 88                 # held 5000
+`},
+		{"node_replicated_fenced", wire.AppendNodeReplicated(nil, wire.NodeReplicated{Streamlet: 42, Status: wire.NodeFenced, Held: 17}),
+			msg{hdr(wire.TypeNodeReplicated, 0, 0, 13), wire.NodeReplicated{Streamlet: 42, Status: wire.NodeFenced, Held: 17}}, ""},
 		{"node_read", wire.AppendNodeRead(nil, 42, 4999),
 			msg{hdr(wire.TypeNodeRead, 0, 0, 12), nodeReadV{42, 4999}}, `
 # NODE_READ: streamlet 42 from record index 4999
@@ -639,11 +715,11 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpDrain)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpDrain+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpSealAt)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpSealAt+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
-		{"RESPONSE/status 8", wire.TypeNodeResponse, cat(u8(8), u16(0)), "unknown status 8"},
+		{"RESPONSE/status 10", wire.TypeNodeResponse, cat(u8(10), u16(0)), "unknown status 10"},
 		{"RESPONSE/status 255", wire.TypeNodeResponse, u8(255), "unknown status 255"},
 		{"RESPONSE/missing text length", wire.TypeNodeResponse, u8(wire.NodeFailed), "text length"},
 		{"RESPONSE/short text length", wire.TypeNodeResponse, cat(u8(wire.NodeFailed), u8(0)), "text length"},
@@ -667,7 +743,17 @@ func nodeMalformedCases() []nodeMalformedCase {
 		{"APPENDED/dups short", wire.TypeNodeAppended, cat(u8(0), u32(2), u64(1), u32(2), u32(0), u64(5)), "2 dups need 24 bytes"},
 		{"APPENDED/dup index not below done", wire.TypeNodeAppended, cat(u8(0), u32(1), u64(1), u32(1), u32(1), u64(5)), "not below done"},
 		{"APPENDED/dup indexes out of order", wire.TypeNodeAppended, cat(u8(0), u32(3), u64(1), u32(2), u32(1), u64(5), u32(1), u64(6)), "out of order"},
-		{"APPENDED/status 8", wire.TypeNodeAppended, cat(u8(8), u32(1), u64(1)), "unknown status 8"},
+		{"APPENDED/status 10", wire.TypeNodeAppended, cat(u8(10), u32(1), u64(1)), "unknown status 10"},
+
+		{"REPLICATE/short prefix", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(0), u16(0)), "count"},
+		{"REPLICATE/flags 0x02", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(2), u32(0)), "unknown flags 0x02"},
+		{"REPLICATE/commit past the records", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(3), u32(5), u8(0), u32(1), u64(1), rec("a")), "commit 5 past start 3 + count 1"},
+		{"REPLICATE/stamps overrun huge count", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(0), u32(math.MaxUint32), u64(1)), "4294967295 stamps overrun"},
+		{"REPLICATE/fewer records than count", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(0), u32(2), u64(1), u64(2), rec("a")), "record 1 of 2 overruns"},
+		{"REPLICATE/trailing after an empty one", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(1), u32(0), u8(0)), "bytes after an empty replicate"},
+		{"REPLICATED/status 10", wire.TypeNodeReplicated, cat(u64(42), u8(10), u32(1)), "unknown status 10"},
+		{"REPLICATED/short", wire.TypeNodeReplicated, cat(u64(42), u8(0), u16(1)), "held"},
+		{"REPLICATED/trailing", wire.TypeNodeReplicated, cat(u64(42), u8(0), u32(1), u8(0)), ""},
 
 		{"FEED/short prefix", wire.TypeNodeFeed, cat(u64(42), u32(0), u8(0), u16(0)), "count"},
 		{"FEED/flags 0x04", wire.TypeNodeFeed, feedPrefix(4, 0), "unknown flags 0x04"},
@@ -794,11 +880,12 @@ func TestNodeDecodersCapSlices(t *testing.T) {
 func TestNodeTypes(t *testing.T) {
 	names := map[wire.Type]string{
 		0x40: "NODE_HELLO", 0x41: "NODE_WELCOME", 0x42: "NODE_REQUEST", 0x43: "NODE_RESPONSE", 0x44: "NODE_APPEND",
-		0x45: "NODE_APPENDED", 0x46: "NODE_FEED", 0x47: "NODE_READ", 0x48: "NODE_UNREAD",
+		0x45: "NODE_APPENDED", 0x46: "NODE_FEED", 0x47: "NODE_READ", 0x48: "NODE_UNREAD", 0x49: "NODE_REPLICATE", 0x4A: "NODE_REPLICATED",
 		0x4D: "NODE_CHALLENGE", 0x4E: "NODE_PROOF", 0x4F: "NODE_SEALED",
 	}
 	consts := []wire.Type{wire.TypeNodeHello, wire.TypeNodeWelcome, wire.TypeNodeRequest, wire.TypeNodeResponse,
-		wire.TypeNodeAppend, wire.TypeNodeAppended, wire.TypeNodeFeed, wire.TypeNodeRead, wire.TypeNodeUnread}
+		wire.TypeNodeAppend, wire.TypeNodeAppended, wire.TypeNodeFeed, wire.TypeNodeRead, wire.TypeNodeUnread,
+		wire.TypeNodeReplicate, wire.TypeNodeReplicated}
 	if wire.TypeNodeChallenge != 0x4D || wire.TypeNodeProof != 0x4E || wire.TypeNodeSealed != 0x4F {
 		t.Error("handshake and record types moved")
 	}
@@ -870,6 +957,7 @@ var opRequestShapes = map[wire.NodeOp]string{
 	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: "h[qsqq]" + shapeGrant,
 	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
 	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]", wire.OpCopy: "sqqsqq", wire.OpDrain: "s",
+	wire.OpFence: "q", wire.OpSealAt: "qwh[s]",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -1058,7 +1146,7 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpDrain; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpSealAt; op++ {
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}
