@@ -58,6 +58,9 @@ type acceptConn struct {
 
 	feeds    map[uint64]*feed // streamlets this peer reads, by id
 	requests int              // NODE_REQUESTs being served
+	// waits holds, per replicated streamlet, the NODE_APPENDED answers
+	// that wait until every replica holds their records (ackwait.go).
+	waits map[uint64]*appendWait
 
 	closing, closed bool
 
@@ -273,6 +276,8 @@ func (a *acceptConn) request(h wire.Header, body []byte) {
 		}
 	case wire.TypeNodeRequest:
 		a.serve(h.ID, body)
+	case wire.TypeNodeReplicate:
+		a.replicate(body)
 	case wire.TypePing:
 		b := a.c.OwnStart()
 		b = wire.AppendPong(b, h.ID)
@@ -363,6 +368,11 @@ func (a *acceptConn) append(id uint32, body []byte) {
 		}
 		clear(payloads)
 		a.payloads, a.exts = payloads[:0], exts[:0]
+		if s.Replicated() && n > 0 {
+			// Answered once every replica holds the batch (ackwait.go).
+			a.waitDurable(s, id, res, pos[:n])
+			return
+		}
 	}
 	b := a.c.OwnStart()
 	b = wire.AppendNodeAppended(b, id, res)
@@ -442,12 +452,17 @@ func (a *acceptConn) GoAway() {
 // Linger implements NodeConn: a refused handshake lingers.
 func (a *acceptConn) Linger() bool { return a.phase != welcomed }
 
-// Closed implements NodeConn: the feeds stop.
+// Closed implements NodeConn: the feeds stop, and so do the answers
+// waiting for replicas.
 func (a *acceptConn) Closed() {
 	a.closed = true
 	for _, f := range a.feeds {
 		f.stop()
 	}
+	for _, w := range a.waits {
+		w.s.RemoveWaker(w)
+	}
+	a.waits = nil
 }
 
 // feed streams one hosted streamlet to one peer's copy. It is owned by

@@ -188,6 +188,11 @@ type Cluster struct {
 
 	linkFailures atomic.Int64 // links that ended other than by shutdown
 
+	// snd holds the senders of the streamlets this node orders
+	// (replicate.go); replSent and replHeld count forwarded records.
+	snd                senders
+	replSent, replHeld atomic.Uint64
+
 	// imu guards iq, iBusy and interest (Interest): this node's reading
 	// loops per channel as registered with the channel's manager.
 	imu      sync.Mutex
@@ -259,6 +264,7 @@ func New(cfg Config) *Cluster {
 	cfg.Manager.SetCluster(managerHooks{c})
 	if c.host != nil {
 		c.host.SetIDSource(idSource{c}, c.rpcTimeout())
+		c.host.SetReplicationHooks(c.startSenders, func(s *host.Streamlet) { c.gw.Wake(s.Channel()) })
 	}
 	c.startPool()
 	c.wg.Add(1)
@@ -1131,6 +1137,25 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 			return wire.NodeBadOp, nil, err.Error()
 		}
 		c.host.Free(id)
+	case wire.OpFence:
+		id := d.U64()
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		t, err := c.host.Fence(id)
+		if err != nil {
+			return fail(err)
+		}
+		encTail(&e, t)
+	case wire.OpSealAt:
+		id, n := d.U64(), d.U32()
+		keep := decKeep(d)
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		if err := c.host.SealAt(id, n, keep); err != nil {
+			return fail(err)
+		}
 	case wire.OpLen:
 		id := d.U64()
 		if err := d.Done(); err != nil {
@@ -1354,6 +1379,19 @@ func (h managerHooks) Copy(to, ch string, epoch uint64, ref role.StreamletRef) e
 }
 func (h managerHooks) Choose(ch string, seq uint64, load manager.Load, exclude []string) (string, bool) {
 	return h.c.choose(ch, seq, load, exclude)
+}
+
+// Reachable reports whether node is a live member this node's links
+// reach (not marked down); this node counts.
+func (c *Cluster) Reachable(node string) bool {
+	if node == c.self {
+		return true
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.members[node]
+	_, down := c.down[node]
+	return ok && !down
 }
 
 // ManagerOf returns the node managing channel in this node's view; false

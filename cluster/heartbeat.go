@@ -79,6 +79,7 @@ func (c *Cluster) heartbeat(now time.Time) {
 	c.lastBeat = now.UnixNano()
 	c.redial()
 	c.checkAway(now)
+	c.nudgeSenders()
 	c.mu.RLock()
 	links := make([]*Link, 0, len(c.links))
 	for _, l := range c.links {

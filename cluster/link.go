@@ -52,8 +52,12 @@ type Link struct {
 	io    nodeIO
 	z     []byte
 	inErr error
+	// Scratch of the senders' pulls (replicate.go), on the loop.
+	iov    [][]byte
+	stamps []int64
 
 	mu       sync.Mutex
+	pulls    []*sender // senders to pull at the next drain (replicate.go)
 	out      []byte
 	spare    []byte
 	flushing bool // a flush task is scheduled
@@ -175,20 +179,49 @@ func (l *Link) queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header
 	return nil
 }
 
+// pull asks the link's loop to run sd's pull at its next drain; false
+// when the link ended.
+func (l *Link) pull(sd *sender) bool {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.pulls = append(l.pulls, sd)
+	kick := l.attached && !l.flushing
+	if kick {
+		l.flushing = true
+	}
+	l.mu.Unlock()
+	if kick {
+		l.c.Execute(l.drain)
+	}
+	return true
+}
+
 // drain moves what was queued into the connection's output (on the
 // link's loop, when kicked), so that everything queued meanwhile goes out
-// in one write.
+// in one write, then runs the senders' pulls (replicate.go).
 func (l *Link) drain() {
 	l.mu.Lock()
 	buf := l.out
 	l.out, l.spare = l.spare[:0], nil
 	l.flushing = false
 	dead := l.err != nil
+	pulls := l.pulls
+	l.pulls = nil
 	l.mu.Unlock()
 	if len(buf) > 0 && !dead {
 		b := l.c.OwnStart()
 		b = append(b, buf...)
 		l.c.OwnEnd(b)
+	}
+	for _, sd := range pulls {
+		if dead {
+			sd.scheduled.Store(false)
+			continue
+		}
+		sd.pull(l)
 	}
 	if cap(buf) <= 4<<20 {
 		l.mu.Lock()
@@ -314,6 +347,12 @@ func (l *Link) receive(h wire.Header, body []byte) error {
 		}
 		l.cl.fillAdoption(l.node, f, stamps, run) // a copy to adopt (drain.go), and
 		l.cl.fillCopy(f, stamps, run)             // the gateway's copy: either may exist
+	case wire.TypeNodeReplicated:
+		r, err := wire.DecodeNodeReplicated(body)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
+		}
+		l.cl.replicated(l, r)
 	case wire.TypePing:
 		return l.send(wire.AppendPong(nil, h.ID))
 	case wire.TypePong:

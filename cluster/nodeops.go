@@ -339,6 +339,56 @@ func decHosted(body []byte, host string) ([]role.Hosted, error) {
 	return out, d.Done()
 }
 
+// FENCE result flags.
+const tailFinal = 1
+
+// encTail encodes a FENCE result: u8 flags (0x01 FINAL), u32 held, u64
+// successor, str8 successor host.
+func encTail(e *wire.NodeEnc, t role.Tail) {
+	var f uint8
+	if t.Final {
+		f |= tailFinal
+	}
+	e.U8(f)
+	e.U32(t.Held)
+	e.U64(t.Succ)
+	e.Str8(t.SuccHost)
+}
+
+func decTail(b []byte) (role.Tail, error) {
+	d := wire.NewNodeDec(wire.TypeNodeResponse, b)
+	f := d.U8()
+	t := role.Tail{Final: f&tailFinal != 0, Held: d.U32(), Succ: d.U64(), SuccHost: d.Str8()}
+	if d.Err() == nil && f&^tailFinal != 0 {
+		d.Fail("FENCE: unknown flags 0x%02x", f)
+	}
+	return t, d.Done()
+}
+
+// encKeep encodes SEAL_AT's replica list: u16 n, n x str8.
+func encKeep(e *wire.NodeEnc, keep []string) {
+	e.U16(uint16(len(keep)))
+	for _, n := range keep {
+		e.Str8(n)
+	}
+}
+
+// decKeep decodes SEAL_AT's replica list (at most maxReplicas names).
+func decKeep(d *wire.NodeDec) []string {
+	n := int(d.U16())
+	if d.Err() == nil && n > maxReplicas {
+		d.Fail("SEAL_AT: %d replicas, at most %d", n, maxReplicas)
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, d.Str8())
+	}
+	return out
+}
+
 // opError is a NODE_RESPONSE with a non-zero status: the peer answered,
 // so the link is fine, but the operation failed.
 type opError struct {

@@ -711,6 +711,30 @@ func (h *Host) Seal(id, succ uint64, succHost string) (uint64, error) {
 	return s.seal(succ, succHost)
 }
 
+// Fence fences this replica of streamlet id (see role.Host.Fence).
+func (h *Host) Fence(id uint64) (role.Tail, error) {
+	s := h.Streamlet(id)
+	if s == nil {
+		return role.Tail{}, role.ErrUnknownStreamlet
+	}
+	held, final, succ, succHost := s.Fence()
+	return role.Tail{Held: uint32(held), Final: final, Succ: succ, SuccHost: succHost}, nil
+}
+
+// SealAt ends this replica of streamlet id at n records (see
+// role.Host.SealAt).
+func (h *Host) SealAt(id uint64, n uint32, keep []string) error {
+	s := h.Streamlet(id)
+	if s == nil {
+		return role.ErrUnknownStreamlet
+	}
+	err := s.SealAt(int(n), keep)
+	if errors.Is(err, ErrSealedElsewhere) {
+		return fmt.Errorf("%w: %v", role.ErrSuccessorTaken, err)
+	}
+	return err
+}
+
 // Len reports how many messages streamlet id holds.
 func (h *Host) Len(id uint64) (int, bool) {
 	s := h.Streamlet(id)

@@ -158,6 +158,26 @@ type Host interface {
 	// List reports the streamlets of channel this host holds (for a
 	// manager rebuilding the channel's list).
 	List(channel string) ([]Hosted, error)
+	// Fence stops this replica of streamlet id from taking appends, for
+	// good (the recovery of a replicated streamlet, DESIGN.md
+	// "Replication"), and reports its tail.
+	Fence(id uint64) (Tail, error)
+	// SealAt ends this replica of streamlet id at n records (dropping
+	// what lies beyond, which no replica ever showed) with keep as its
+	// replica set. It fails when the replica holds fewer than n records,
+	// or (ErrSuccessorTaken) when an earlier recovery sealed it at
+	// another length.
+	SealAt(id uint64, n uint32, keep []string) error
+}
+
+// Tail is a fenced replica's report (Host.Fence): the records it holds,
+// whether an earlier recovery sealed it already (Final: Held is then the
+// streamlet's content), and the successor recorded on it, if any.
+type Tail struct {
+	Held     uint32
+	Final    bool
+	Succ     uint64
+	SuccHost string
 }
 
 // Hosted is a host's report of one streamlet it holds.
