@@ -69,6 +69,12 @@ type loop struct {
 	// hosts (remotewrite.go), bounded by maxLoopPend.
 	remoteBytes int
 
+	// durs holds the acks waiting for the replicas of replicated
+	// streamlets this node orders (durable.go); releasing lists the waits
+	// that got acks in this iteration.
+	durs      map[*host.Streamlet]*durWait
+	releasing []*durWait
+
 	// inflated holds the decompressed bodies of the run's compressed
 	// publishes until flushRun (msgext.go); zin and zrun are scratch of
 	// compressed output.
@@ -110,6 +116,7 @@ func (l *loop) begin() {
 // every dirty connection is written with one writev, and connections
 // closed meanwhile are cleaned up.
 func (l *loop) end() {
+	l.releaseDurable()
 	for _, c := range l.ackers {
 		c.flushAcks(l.srv.maxBody)
 	}
@@ -486,6 +493,7 @@ func (l *loop) flushRun() {
 		// (remotewrite.go) until it is in.
 		lc.requestGrant()
 	}
+	w := lc.w // the streamlet appended to (lc.w is dropped when it closes)
 	if lc.w != nil && !lc.remoteBusy() {
 		done = lc.w.AppendBatchExt(r.payloads, r.ext, pos, nil, l.now)
 		if done < n {
@@ -510,10 +518,7 @@ func (l *loop) flushRun() {
 			lc.pubBytes += uint64(len(r.payloads[k]))
 		}
 		if r.acked[k] {
-			if len(c.acks) == 0 {
-				l.ackers = append(l.ackers, c)
-			}
-			c.acks = append(c.acks, wire.Ack{ID: r.ids[k], Position: pos[k]})
+			l.ackDurable(w, c, r.ids[k], pos[k])
 		}
 	}
 	if remote {

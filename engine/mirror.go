@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
 )
@@ -59,7 +61,14 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 	ms.mu.Lock()
 	s := ms.m[ref.ID]
 	var old *host.Streamlet
-	if s != nil {
+	avoid := ""
+	if s != nil && s.BrokenAt() != 0 && len(ref.Replicas) > 1 &&
+		readReplica(ref, ms.srv.host.Node(), s.CopyOf(), ms.srv.cl.Reachable) != s.CopyOf() {
+		// Another replica can feed it: read it from there at once
+		// instead of waiting for the one whose feed broke.
+		avoid = s.CopyOf()
+	}
+	if s != nil && avoid == "" {
 		reopen, wait := copyReopen(ms.srv.clock().UnixNano(), s.BrokenAt(), ref.Lost)
 		if wait > 0 && !ms.retry[ref.ID] {
 			ms.retry[ref.ID] = true
@@ -75,6 +84,8 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 			ms.mu.Unlock()
 			return s
 		}
+	}
+	if s != nil {
 		old = s
 		delete(ms.m, ref.ID)
 	}
@@ -91,20 +102,47 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 			return s
 		}
 	}
-	s = ms.srv.host.NewCopy(ref.ID, channel, ref.First, ms.srv.opts.limitsFor(channel), ref.Host)
+	src := readReplica(ref, ms.srv.host.Node(), avoid, ms.srv.cl.Reachable)
+	s = ms.srv.host.NewCopy(ref.ID, channel, ref.First, ms.srv.opts.limitsFor(channel), src)
 	ms.m[ref.ID] = s
 	ms.mu.Unlock()
-	// Ask the host to feed the copy, off the caller's loop (dialing may
-	// take a while).
+	// Ask the replica to feed the copy, off the caller's loop (dialing
+	// may take a while).
 	if !ms.srv.cl.Go(func() {
-		if err := ms.srv.cl.Read(ref.Host, ref.ID, 0); err != nil {
-			ms.srv.log.Debug("sluice: a copy's host cannot feed it", "streamlet", ref.ID, "host", ref.Host, "err", err)
-			ms.end(s) // the host is unreachable: what the copy lacks is lost
+		if err := ms.srv.cl.Read(src, ref.ID, 0); err != nil {
+			ms.srv.log.Debug("sluice: a copy's host cannot feed it", "streamlet", ref.ID, "host", src, "err", err)
+			ms.end(s) // unreachable: another replica is tried, or what the copy lacks is lost
 		}
 	}) {
 		ms.end(s)
 	}
 	return s
+}
+
+// readReplica chooses the replica a reader node's copy of ref reads
+// from: one of the reachable replicas, spread over the streamlet's
+// replicas by a hash of the reader node and the streamlet (so the readers
+// of one channel share the read load), avoiding avoid (the replica whose
+// feed broke) when another is left. A single copy reads from its host.
+func readReplica(ref role.StreamletRef, self, avoid string, reachable func(string) bool) string {
+	set := ref.Set()
+	if len(set) < 2 {
+		return ref.Host
+	}
+	var live []string
+	for _, n := range set {
+		if n != avoid && reachable(n) {
+			live = append(live, n)
+		}
+	}
+	if len(live) == 0 {
+		if avoid != "" {
+			return avoid
+		}
+		return set[0]
+	}
+	h := xxhash.Sum64String(self) ^ ref.ID*0x9E3779B97F4A7C15
+	return live[h%uint64(len(live))]
 }
 
 // existing returns the copy of streamlet id if this node has one.

@@ -313,7 +313,16 @@ func (lc *loopChan) appendLocal(b *rbatch) {
 			break
 		}
 		l.remoteBytes -= wire.RecordHeaderLen + len(rec)
-		lc.ack(b, i, i+1, pos)
+		if w := lc.w; w.Replicated() {
+			// Acknowledged once every replica holds it (durable.go).
+			l.stats.msgsIn++
+			if c := b.conns[i]; b.acked[i] && !c.closed && !c.closing {
+				l.ackDurable(w, c, b.ids[i], pos)
+			}
+			lc.lastUse = l.now
+		} else {
+			lc.ack(b, i, i+1, pos)
+		}
 		i++
 		run = rest
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -217,6 +218,12 @@ func (s *Server) setNodes(addrs []string) {
 func (s *Server) streamletFor(channel string, ref role.StreamletRef) *host.Streamlet {
 	if ref.Host == s.host.Node() {
 		return s.host.Streamlet(ref.ID)
+	}
+	if len(ref.Replicas) > 1 && slices.Contains(ref.Replicas, s.host.Node()) {
+		// A replica here: read it (it shows what every replica holds).
+		if st := s.host.Streamlet(ref.ID); st != nil {
+			return st
+		}
 	}
 	return s.mirrors.get(channel, ref)
 }
