@@ -43,6 +43,9 @@ type chanState struct {
 	// host's compare-and-set accepts it again instead of taking this
 	// manager for another one.
 	claimed, claimedAfter uint64
+	// recover marks the replicated streamlets that lost a replica and
+	// wait for recovery (recovery.go); nil when none does.
+	recover map[uint64]bool
 	// msgsPerSec is the channel's publish rate as measured over its last
 	// closed streamlet (channel-specific load for placement).
 	msgsPerSec, bytesPerSec float64
@@ -208,8 +211,8 @@ func (cs *chanState) hostDown(node string, now int64) bool {
 	changed := false
 	for i := range cs.list {
 		s := &cs.list[i]
-		if s.Host != node || s.Lost {
-			continue
+		if s.Host != node || s.Lost || len(s.Replicas) > 1 {
+			continue // replicated streamlets are recovered (replicaDown)
 		}
 		changed = true
 		if !s.Closed {

@@ -49,8 +49,9 @@ type opening struct {
 	err  error
 	down []string
 	// copy: the opening is a copy's last step (copy.go), not a grant;
-	// a WriteGrant that waited for it asks again.
-	copy bool
+	// again: it is a recovery (recovery.go); a WriteGrant that waited for
+	// either asks again.
+	copy, again bool
 }
 
 // shard is one of the manager's channel maps.
@@ -80,6 +81,8 @@ type Manager struct {
 	// degraded counts streamlets opened with fewer replicas than
 	// configured; degradedLog is when that was last logged (unix ns).
 	degraded, degradedLog atomic.Int64
+	// recoveries counts recovered replicated streamlets (recovery.go).
+	recoveries atomic.Int64
 
 	// copies: the streamlet copies in flight (copy.go), by id, guarded by
 	// cmu (taken alone); the counters are for metrics and status.
@@ -344,7 +347,7 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 			// refused this caller (then ask again).
 			mc.mu.Unlock()
 			<-op.done
-			if !op.copy && (op.err != nil || op.g.Streamlet != after) {
+			if !op.copy && !op.again && (op.err != nil || op.g.Streamlet != after) {
 				return op.g, op.err
 			}
 			continue
@@ -356,7 +359,7 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 		now := m.now().UnixNano()
 		cs := mc.st
 		cs.lastUse = now
-		if ref, ok := cs.open(); ok && ref.ID != after && now < ref.LeaseEnd {
+		if ref, ok := cs.open(); ok && ref.ID != after && now < ref.LeaseEnd && !cs.recover[ref.ID] {
 			g := cs.grantFor(channel, ref)
 			mc.mu.Unlock()
 			return g, nil
@@ -437,16 +440,18 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 	mc.mu.Lock()
 	now := m.now().UnixNano()
 	if ref, ok := mc.st.open(); ok {
-		if ref.ID != after && now < ref.LeaseEnd {
+		if ref.ID != after && now < ref.LeaseEnd && !mc.st.recover[ref.ID] {
 			// After a rebuild: the other manager's open streamlet.
 			g := mc.st.grantFor(channel, ref)
 			mc.mu.Unlock()
 			return g, nil
 		}
-		mc.mu.Unlock()
-		end, err := m.sealAt(ref)
-		mc.mu.Lock()
-		m.recordSeal(mc.st, ref, end, err, now)
+		// Sealed at its host, or recovered from its replicas
+		// (recovery.go); the lock is released across the host calls.
+		if err := m.closeRef(mc, ref, now); err != nil {
+			mc.mu.Unlock()
+			return role.Grant{}, err
+		}
 	}
 	var exclude []string
 	for tries := 0; tries < 4; tries++ {
@@ -683,8 +688,10 @@ func (m *Manager) free(refs []role.StreamletRef) {
 		if ref.ID == 0 || ref.Lost {
 			continue
 		}
-		if host := m.hostOf(ref.Host); host != nil {
-			host.Free(ref.ID)
+		for _, n := range ref.Set() {
+			if host := m.hostOf(n); host != nil {
+				host.Free(ref.ID)
+			}
 		}
 	}
 }
@@ -700,6 +707,7 @@ func (m *Manager) NodeDown(node string) {
 	}
 	var notes []note
 	var mcs []*mchan
+	todo := make(map[string][]string)
 	for i := range m.shards {
 		mcs = m.snapshot(&m.shards[i], mcs[:0])
 		for _, mc := range mcs {
@@ -707,9 +715,15 @@ func (m *Manager) NodeDown(node string) {
 			if op := mc.opening; op != nil {
 				// The streamlet being opened may be on node too.
 				op.down = append(op.down, node)
+				if mc.st.limits.Replicas > 1 {
+					todo[mc.name] = []string{node}
+				}
 			}
 			if !mc.dead && mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
 				notes = append(notes, note{mc.name, readerNodes(mc.st)})
+			}
+			if !mc.dead && mc.st.holds(node) {
+				todo[mc.name] = []string{node}
 			}
 			mc.mu.Unlock()
 		}
@@ -717,6 +731,9 @@ func (m *Manager) NodeDown(node string) {
 	for _, n := range notes {
 		m.cl.Notify(n.channel, n.nodes)
 	}
+	// The replicated streamlets it held are recovered from their other
+	// replicas (recovery.go), with no shard lock held.
+	m.recoverAll(todo)
 }
 
 // ActionKind says what an Action does.
@@ -787,7 +804,7 @@ func (m *Manager) Tick(now time.Time) []Action {
 				ref, ok = o, true // its host is alive but drains (and sealed it): close it now
 			}
 			if ok {
-				if ref.Host == m.cfg.Node {
+				if ref.Host == m.cfg.Node && len(ref.Replicas) <= 1 {
 					m.sealRef(cs, ref, ns)
 				} else {
 					acts = append(acts, Action{Kind: ActSeal, Channel: mc.name, Ref: ref})
@@ -797,7 +814,7 @@ func (m *Manager) Tick(now time.Time) []Action {
 			for _, ref := range expired {
 				switch {
 				case ref.ID == 0 || ref.Lost:
-				case ref.Host == m.cfg.Node:
+				case ref.Host == m.cfg.Node && len(ref.Replicas) <= 1:
 					m.cfg.Host.Free(ref.ID)
 				default:
 					acts = append(acts, Action{Kind: ActFree, Channel: mc.name, Ref: ref})
@@ -841,6 +858,12 @@ func (m *Manager) Do(acts []Action) {
 		case ActFree:
 			m.free([]role.StreamletRef{a.Ref})
 		case ActSeal:
+			if len(a.Ref.Replicas) > 1 {
+				// Sealed by its orderer or recovered, holding the
+				// channel's opening (recovery.go).
+				m.recoverChannel(a.Channel, nil, a.Ref.ID)
+				continue
+			}
 			end, err := m.sealAt(a.Ref)
 			mc := m.lockExisting(a.Channel)
 			if mc == nil {
