@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 // Copies of closed streamlets (DESIGN.md, "Drain and copies"). A closed
@@ -68,21 +70,56 @@ var errNoCopyTarget = errors.New("manager: no node can take a copy")
 // whether anything follows the streamlet (DESIGN.md, "Positions are never
 // reused"). That Seal runs with the lock released and the channel marked
 // opening, as a grant's host calls do.
+//
+// A copy that succeeded goes on with the channel's next streamlet waiting
+// for one, in the same slot, rather than waiting for the next tick: a
+// drained node's channel of many streamlets is copied back to back.
 func (m *Manager) copy(a Action) {
-	defer m.releaseCopy(a.Ref.ID)
-	err := m.copyTo(a)
-	if errors.Is(err, errNoCopyTarget) {
-		return
-	}
-	if err != nil {
-		m.copiesFail.Add(1)
-		if m.cfg.Log != nil {
-			m.cfg.Log.Warn("sluice cluster: copying a streamlet failed; the next tick tries again", "channel", a.Channel,
-				"streamlet", a.Ref.ID, "holder", a.Ref.Host, "err", err)
+	for {
+		err := m.copyTo(a)
+		if errors.Is(err, errNoCopyTarget) {
+			m.releaseCopy(a.Ref.ID)
+			return
 		}
-		return
+		if err != nil {
+			m.copiesFail.Add(1)
+			m.releaseCopy(a.Ref.ID)
+			if m.cfg.Log != nil {
+				m.cfg.Log.Warn("sluice cluster: copying a streamlet failed; the next tick tries again", "channel", a.Channel,
+					"streamlet", a.Ref.ID, "holder", a.Ref.Host, "err", err)
+			}
+			return
+		}
+		m.copiesDone.Add(1)
+		next, ok := m.nextCopy(a)
+		if !ok {
+			return
+		}
+		a = next
 	}
-	m.copiesDone.Add(1)
+}
+
+// nextCopy hands the slot of the finished copy a over to the channel's
+// next streamlet waiting for one (claimed in the same critical section);
+// false (the slot released) when there is none.
+func (m *Manager) nextCopy(a Action) (Action, bool) {
+	var cands []role.StreamletRef
+	epoch := a.Epoch
+	if mc := m.lockExisting(a.Channel); mc != nil {
+		cands = mc.st.toCopy(m.cl.Usable, m.copyBusy, nil)
+		epoch = mc.st.epoch
+		mc.mu.Unlock()
+	}
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	delete(m.copying, a.Ref.ID)
+	for _, r := range cands {
+		if !m.copying[r.ID] {
+			m.copying[r.ID] = true
+			return Action{Kind: ActCopy, Channel: a.Channel, Ref: r, Epoch: epoch}, true
+		}
+	}
+	return Action{}, false
 }
 
 func (m *Manager) copyTo(a Action) error {
