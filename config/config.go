@@ -79,10 +79,11 @@ func Default() Serve {
 
 // DefaultDrainTimeout bounds a cluster node's drain. With the shutdown
 // timeout's 10 s it makes 30 s, the termination grace period Kubernetes
-// gives a pod before SIGKILL by default; a drain needs about a second to
-// gossip, the SDK's 2 s GOAWAY grace for the clients to move, and the
-// copies of what the node holds: at most the retention budget (1 GiB by
-// default), about 9 s over a gigabit LAN.
+// gives a pod before SIGKILL by default; a drain needs about half a
+// second to start (gossip, a manager tick), the SDK's 2 s GOAWAY grace
+// for the clients to move, and the copies of what the node holds, about
+// 50 MB/s on a loaded 2-core machine (BENCHMARKS.md, "Drain"): 20 s moves
+// most of a 1 GiB retention budget. Nodes that hold more need more.
 const DefaultDrainTimeout = 20 * time.Second
 
 // file is the layout of the TOML document. Pointers tell a key that is
