@@ -30,13 +30,13 @@ func startNode(t testing.TB, name string, join []string, mutate func(*Options)) 
 func startCluster3(t testing.TB, mutate func(*Options)) []*Server {
 	t.Helper()
 	a := startNode(t, "a", nil, mutate)
-	seed := []string{a.cl.GossipAddr()}
+	seed := []string{a.clu().GossipAddr()}
 	b := startNode(t, "b", seed, mutate)
 	c := startNode(t, "c", seed, mutate)
 	nodes := []*Server{a, b, c}
 	eventually(t, waitFor, "three members everywhere", func() bool {
 		for _, s := range nodes {
-			if s.cl.Alive() != 3 {
+			if s.clu().Alive() != 3 {
 				return false
 			}
 		}
@@ -50,7 +50,7 @@ func kill(s *Server) {
 	s.shutting.Store(true)
 	close(s.tickStop)
 	<-s.tickDone
-	s.cl.Halt()
+	s.clu().Halt()
 	_ = s.eng.Stop(context.Background()) // closes every socket, links included
 	<-s.done
 }
@@ -60,7 +60,7 @@ func channelManagedBy(t testing.TB, s *Server, node, prefix string) string {
 	t.Helper()
 	for i := 0; i < 10000; i++ {
 		ch := fmt.Sprintf("%s.%d", prefix, i)
-		if m, _ := s.cl.ManagerOf(ch); m == node {
+		if m, _ := s.clu().ManagerOf(ch); m == node {
 			return ch
 		}
 	}
@@ -142,7 +142,7 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 	for _, r := range info.Streamlets {
 		hosts[r.Host]++
 	}
-	mgr, _ := a.cl.ManagerOf(ch)
+	mgr, _ := a.clu().ManagerOf(ch)
 	if len(hosts) < 2 {
 		t.Fatalf("streamlets of a hot channel on %v (manager %s), want at least 2 nodes", hosts, mgr)
 	}
@@ -368,7 +368,7 @@ func TestCluster_ManagerDiesDuringPublish(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "c", "mgrdeath")
 	failoverRun(t, a, b, c, ch, nil)
-	if m, _ := a.cl.ManagerOf(ch); m == "c" {
+	if m, _ := a.clu().ManagerOf(ch); m == "c" {
 		t.Fatalf("dead node still manages %q", ch)
 	}
 }
@@ -377,9 +377,9 @@ func TestCluster_RestartedNodeRejoinsAndHosts(t *testing.T) {
 	nodes := startCluster3(t, nil)
 	a, c := nodes[0], nodes[2]
 	kill(c)
-	eventually(t, waitFor, "a sees c gone", func() bool { return a.cl.Alive() == 2 })
-	c2 := startNode(t, "c", []string{a.cl.GossipAddr()}, nil)
-	eventually(t, waitFor, "c rejoined", func() bool { return a.cl.Alive() == 3 && c2.cl.Alive() == 3 })
+	eventually(t, waitFor, "a sees c gone", func() bool { return a.clu().Alive() == 2 })
+	c2 := startNode(t, "c", []string{a.clu().GossipAddr()}, nil)
+	eventually(t, waitFor, "c rejoined", func() bool { return a.clu().Alive() == 3 && c2.clu().Alive() == 3 })
 	pub, _ := helloRaw(t, a.Addr())
 	// Channels managed by a put their streamlets on b or c: some on c.
 	eventually(t, waitFor, "restarted node hosts streamlets", func() bool {
@@ -522,7 +522,7 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 		}
 	}
 	for _, s := range nodes {
-		if n := s.cl.LinkFailures(); n != 0 {
+		if n := s.clu().LinkFailures(); n != 0 {
 			t.Fatalf("node %s: %d links failed (a peer stopped answering)", s.opts.ServerName, n)
 		}
 	}

@@ -153,19 +153,10 @@ func (cs *consoleSrc) Status(ctx context.Context) (console.Status, error) {
 		a.BytesPerSec /= secs
 		st.Channels = append(st.Channels, *a)
 	}
-	if s.cl != nil {
-		for _, m := range s.cl.Status().Members {
-			st.Members = append(st.Members, console.Member{Name: m.Name, Addr: m.Client, State: m.State, Load: console.Load{
-				Streamlets: int64(m.Streamlets), Channels: int64(m.Channels), Connections: int64(m.Conns),
-				MsgsInPerSec: m.MsgsIn, BytesInPerSec: m.BytesIn,
-			}})
-		}
-	} else {
-		st.Members = []console.Member{{Name: s.opts.ServerName, Addr: s.addr, State: "alive", Load: console.Load{
-			Streamlets: s.host.Load().Hosted, Channels: int64(s.mgr.Channels()), Connections: conns,
-			MsgsInPerSec: float64(msgs) / secs, BytesInPerSec: float64(bytes) / secs,
-		}}}
-	}
+	st.Members = s.plane.members(console.Member{Name: s.opts.ServerName, Addr: s.addr, State: "alive", Load: console.Load{
+		Streamlets: s.host.Load().Hosted, Channels: int64(s.mgr.Channels()), Connections: conns,
+		MsgsInPerSec: float64(msgs) / secs, BytesInPerSec: float64(bytes) / secs,
+	}})
 	cs.last, cs.cached, cs.valid = now, st, true
 	return st, nil
 }

@@ -169,8 +169,8 @@ func TestCluster_DedupAcrossAManagerFailover(t *testing.T) {
 
 	kill(c)
 	eventually(t, 20*time.Second, "a and b manage the channel at x", func() bool {
-		ma, _ := a.cl.ManagerOf(ch)
-		mb, _ := b.cl.ManagerOf(ch)
+		ma, _ := a.clu().ManagerOf(ch)
+		mb, _ := b.clu().ManagerOf(ch)
 		return ma == x.opts.ServerName && mb == ma
 	})
 	xInfo := func() role.ChannelInfo { in, _ := x.mgr.Info(ch, false); return in }

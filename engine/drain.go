@@ -29,11 +29,14 @@ const (
 // shutdown is the one of today. Call Shutdown after it. Safe to call from
 // any goroutine but a loop, once.
 func (s *Server) Drain(ctx context.Context) error {
-	if s.cl == nil || !s.draining.CompareAndSwap(false, true) {
+	if !s.draining.CompareAndSwap(false, true) {
+		return nil
+	}
+	if !s.plane.startDrain() {
+		s.draining.Store(false) // a single node: nothing to drain to
 		return nil
 	}
 	start := time.Now()
-	s.cl.StartDrain()
 	sealed := s.host.SetDraining()
 	for _, l := range s.loopList() {
 		l.execute(l.goAwayDrain)
@@ -43,7 +46,7 @@ func (s *Server) Drain(ctx context.Context) error {
 	defer t.Stop()
 	var safeAt time.Time
 	for {
-		left, noTarget := s.cl.DrainLeft()
+		left, noTarget := s.plane.drainLeft()
 		if noTarget {
 			s.log.Warn("sluice draining: no other live node can take what this node holds; it goes with it")
 			return nil
@@ -74,12 +77,7 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 
 // DrainRequested is signalled when the cluster asks this node to drain
 // (`sluice cluster drain`); nil on a single node (never ready).
-func (s *Server) DrainRequested() <-chan struct{} {
-	if s.cl == nil {
-		return nil
-	}
-	return s.cl.DrainRequested()
-}
+func (s *Server) DrainRequested() <-chan struct{} { return s.plane.drainRequested() }
 
 // clientConns counts the client connections open on every loop.
 func (s *Server) clientConns(ctx context.Context) int {

@@ -103,7 +103,7 @@ func TestCluster_DrainedNodeLosesNothing(t *testing.T) {
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitFor, "a sees c gone", func() bool { return a.cl.Alive() == 2 })
+	eventually(t, waitFor, "a sees c gone", func() bool { return a.clu().Alive() == 2 })
 
 	for k, tc := range []struct {
 		ch   string

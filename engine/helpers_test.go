@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluice-rtm/sluice/cluster"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -573,4 +574,11 @@ func testLogOut() io.Writer {
 		return os.Stderr
 	}
 	return io.Discard
+}
+
+// clu returns a cluster node's cluster layer (nil on a single node), for
+// tests that look into it.
+func (s *Server) clu() *cluster.Cluster {
+	p, _ := s.plane.(clusterPlane)
+	return p.cl
 }

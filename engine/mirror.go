@@ -63,7 +63,7 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 	var old *host.Streamlet
 	avoid := ""
 	if s != nil && s.BrokenAt() != 0 && len(ref.Replicas) > 1 &&
-		readReplica(ref, ms.srv.host.Node(), s.CopyOf(), ms.srv.cl.Reachable) != s.CopyOf() {
+		readReplica(ref, ms.srv.host.Node(), s.CopyOf(), ms.srv.plane.reachable) != s.CopyOf() {
 		// Another replica can feed it: read it from there at once
 		// instead of waiting for the one whose feed broke.
 		avoid = s.CopyOf()
@@ -102,14 +102,14 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 			return s
 		}
 	}
-	src := readReplica(ref, ms.srv.host.Node(), avoid, ms.srv.cl.Reachable)
+	src := readReplica(ref, ms.srv.host.Node(), avoid, ms.srv.plane.reachable)
 	s = ms.srv.host.NewCopy(ref.ID, channel, ref.First, ms.srv.opts.limitsFor(channel), src)
 	ms.m[ref.ID] = s
 	ms.mu.Unlock()
 	// Ask the replica to feed the copy, off the caller's loop (dialing
 	// may take a while).
-	if !ms.srv.cl.Go(func() {
-		if err := ms.srv.cl.Read(src, ref.ID, 0); err != nil {
+	if !ms.srv.plane.background(func() {
+		if err := ms.srv.plane.readCopy(src, ref.ID, 0); err != nil {
 			ms.srv.log.Debug("sluice: a copy's host cannot feed it", "streamlet", ref.ID, "host", src, "err", err)
 			ms.end(s) // unreachable: another replica is tried, or what the copy lacks is lost
 		}
@@ -197,7 +197,7 @@ func (ms *mirrorSet) sweep(now int64) {
 // release frees a copy taken out of the map and stops its feed.
 func (ms *mirrorSet) release(s *host.Streamlet) {
 	if s.Drop() {
-		ms.srv.cl.Unread(s.CopyOf(), s.ID())
+		ms.srv.plane.unreadCopy(s.CopyOf(), s.ID())
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 func startCluster2(t testing.TB, mutate func(*Options)) (a, b *Server) {
 	t.Helper()
 	a = startNode(t, "a", nil, mutate)
-	b = startNode(t, "b", []string{a.cl.GossipAddr()}, mutate)
-	eventually(t, waitFor, "two members everywhere", func() bool { return a.cl.Alive() == 2 && b.cl.Alive() == 2 })
+	b = startNode(t, "b", []string{a.clu().GossipAddr()}, mutate)
+	eventually(t, waitFor, "two members everywhere", func() bool { return a.clu().Alive() == 2 && b.clu().Alive() == 2 })
 	return a, b
 }
 
@@ -23,8 +23,8 @@ func startCluster2(t testing.TB, mutate func(*Options)) (a, b *Server) {
 // sent and as it would have been uncompressed.
 func nodeBytes(nodes ...*Server) (sent, raw uint64) {
 	for _, n := range nodes {
-		s, r := n.cl.AppendBytes()
-		fs, fr := n.cl.FeedBytes()
+		s, r := n.clu().AppendBytes()
+		fs, fr := n.clu().FeedBytes()
 		sent += s + fs
 		raw += r + fr
 	}

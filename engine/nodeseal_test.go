@@ -321,12 +321,12 @@ func TestNodeLink_FlippedByteOnARealLink(t *testing.T) {
 		t.Run(dir.name, func(t *testing.T) {
 			p := startFlipProxy(t, dir.toTarget)
 			a := startNode(t, "a", nil, withSecret)
-			b := startNode(t, "b", []string{a.cl.GossipAddr()}, func(o *Options) {
+			b := startNode(t, "b", []string{a.clu().GossipAddr()}, func(o *Options) {
 				withSecret(o)
 				o.Cluster.ClientAdvertise = p.ln.Addr().String()
 			})
 			p.target.Store(b.Addr())
-			eventually(t, waitFor, "two members", func() bool { return a.cl.Alive() == 2 && b.cl.Alive() == 2 })
+			eventually(t, waitFor, "two members", func() bool { return a.clu().Alive() == 2 && b.clu().Alive() == 2 })
 			ch := channelManagedBy(t, a, "b", "flip")
 			pub, _ := helloRaw(t, a.Addr())
 			var err error
@@ -336,10 +336,10 @@ func TestNodeLink_FlippedByteOnARealLink(t *testing.T) {
 					pub.nc.Close()
 					pub, _ = helloRaw(t, a.Addr())
 				}
-				return err == nil && p.flipped.Load() && a.cl.LinkFailures() > 0
+				return err == nil && p.flipped.Load() && a.clu().LinkFailures() > 0
 			})
-			if !p.flipped.Load() || a.cl.LinkFailures() == 0 {
-				t.Fatalf("flipped %v, link failures %d", p.flipped.Load(), a.cl.LinkFailures())
+			if !p.flipped.Load() || a.clu().LinkFailures() == 0 {
+				t.Fatalf("flipped %v, link failures %d", p.flipped.Load(), a.clu().LinkFailures())
 			}
 		})
 	}

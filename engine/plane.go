@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/console"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -46,6 +47,31 @@ type plane interface {
 	// from then on; nil when this node takes no node connections (a
 	// single node: NODE_HELLO is then a frame before HELLO).
 	acceptNode(c cluster.Conn) cluster.NodeConn
+	// readCopy asks node, the host of streamlet id, to feed this node's
+	// copy of it from record from (mirror.go; never on a loop: it may
+	// dial); unreadCopy stops the feed.
+	readCopy(node string, id uint64, from uint32) error
+	unreadCopy(node string, id uint64)
+	// reachable reports whether this node has a working link to node
+	// (which replica a copy reads from).
+	reachable(node string) bool
+	// start joins the cluster once the client listener is up at addr;
+	// shutdown leaves it (Shutdown, before the loops stop).
+	start(addr string) error
+	shutdown()
+	// status is the node's view of the cluster; false on a single node.
+	status() (Status, bool)
+	// members is the console's member list; self is this node's own
+	// entry as the console measured it (a single node's only one).
+	members(self console.Member) []console.Member
+	// startDrain puts the node in lame-duck mode in the cluster; false
+	// when there is nothing to drain to (a single node). drainLeft
+	// reports the streamlets held nowhere else, and whether no other
+	// node can take them; drainRequested is signalled when the cluster
+	// asks this node to drain (nil: never).
+	startDrain() bool
+	drainLeft() (left int, noTarget bool)
+	drainRequested() <-chan struct{}
 }
 
 // errNoPeer: the grant names a host that cannot be reached now.
@@ -82,6 +108,20 @@ func (p localPlane) refusesClients() bool { return false }
 func (p localPlane) staleAfter() time.Duration { return 0 }
 
 func (p localPlane) acceptNode(cluster.Conn) cluster.NodeConn { return nil }
+
+// readCopy fails: a single node hosts every streamlet and has no copies.
+func (p localPlane) readCopy(node string, id uint64, _ uint32) error {
+	return fmt.Errorf("%w: %s (streamlet %d): a single node has no peers", errNoPeer, node, id)
+}
+func (p localPlane) unreadCopy(string, uint64)                    {}
+func (p localPlane) reachable(node string) bool                   { return node == p.s.host.Node() }
+func (p localPlane) start(string) error                           { return nil }
+func (p localPlane) shutdown()                                    {}
+func (p localPlane) status() (Status, bool)                       { return Status{}, false }
+func (p localPlane) members(self console.Member) []console.Member { return []console.Member{self} }
+func (p localPlane) startDrain() bool                             { return false }
+func (p localPlane) drainLeft() (int, bool)                       { return 0, false }
+func (p localPlane) drainRequested() <-chan struct{}              { return nil }
 
 // clusterPlane is the control plane of a cluster node: calls go to each
 // channel's manager node through the cluster's router, on the cluster's
@@ -147,10 +187,34 @@ func (p clusterPlane) appendRemote(l *loop, g role.Grant, count int, run []byte,
 func (p clusterPlane) background(fn func()) bool { return p.cl.Go(fn) }
 
 // sweep frees orphaned streamlets (retention.go, reapOrphans).
-func (p clusterPlane) sweep() { p.s.reapOrphans() }
+func (p clusterPlane) sweep() { p.reapOrphans() }
 
 func (p clusterPlane) refusesClients() bool { return p.cl.RefusesClients() }
 
 func (p clusterPlane) staleAfter() time.Duration { return p.cl.StaleAfter() }
 
 func (p clusterPlane) acceptNode(c cluster.Conn) cluster.NodeConn { return p.cl.Accept(c) }
+
+func (p clusterPlane) readCopy(node string, id uint64, from uint32) error {
+	return p.cl.Read(node, id, from)
+}
+func (p clusterPlane) unreadCopy(node string, id uint64) { p.cl.Unread(node, id) }
+func (p clusterPlane) reachable(node string) bool        { return p.cl.Reachable(node) }
+func (p clusterPlane) start(addr string) error           { return p.cl.Start(addr) }
+func (p clusterPlane) shutdown()                         { p.cl.Shutdown() }
+func (p clusterPlane) status() (Status, bool)            { return p.cl.Status(), true }
+
+// members lists the cluster's members with their gossiped load.
+func (p clusterPlane) members(console.Member) []console.Member {
+	var out []console.Member
+	for _, m := range p.cl.Status().Members {
+		out = append(out, console.Member{Name: m.Name, Addr: m.Client, State: m.State, Load: console.Load{
+			Streamlets: int64(m.Streamlets), Channels: int64(m.Channels), Connections: int64(m.Conns),
+			MsgsInPerSec: m.MsgsIn, BytesInPerSec: m.BytesIn,
+		}})
+	}
+	return out
+}
+func (p clusterPlane) startDrain() bool                { p.cl.StartDrain(); return true }
+func (p clusterPlane) drainLeft() (int, bool)          { return p.cl.DrainLeft() }
+func (p clusterPlane) drainRequested() <-chan struct{} { return p.cl.DrainRequested() }

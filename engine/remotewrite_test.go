@@ -48,8 +48,11 @@ func TestSplitThenRecycleKeepsTheTail(t *testing.T) {
 }
 
 // stubPlane records the grants the remote path asks for (and answers
-// none) and accepts every remote append.
-type stubPlane struct{ grants *int }
+// none) and accepts every remote append; the rest is a single node's.
+type stubPlane struct {
+	localPlane
+	grants *int
+}
 
 func (p stubPlane) writeGrant(*loop, string, uint64, func(role.Grant, error)) { *p.grants++ }
 func (p stubPlane) info(*loopChan, bool, func(role.ChannelInfo, bool))        {}
@@ -99,7 +102,7 @@ func TestRemoteBatch_Appended(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			grants := 0
-			l := &loop{srv: &Server{plane: stubPlane{&grants}}}
+			l := &loop{srv: &Server{plane: stubPlane{grants: &grants}}}
 			c := &conn{l: l}
 			lc := &loopChan{l: l, name: "ch"}
 			g := &role.Grant{Channel: "ch", Streamlet: 7, Host: "b"}

@@ -122,13 +122,14 @@ const orphanGrace = time.Minute
 // of the lease) is looked up in the manager's list (INFO), and freed when
 // the manager answers and does not list it. No answer, or a channel the
 // manager does not know, frees nothing. A single node frees at expiry
-// directly and never has orphans. Called by the ticker; the lookups run on
-// one goroutine at a time.
-func (s *Server) reapOrphans() {
+// directly and never has orphans. Called by the ticker (clusterPlane.sweep);
+// the lookups run on one goroutine of the cluster's pool at a time.
+func (p clusterPlane) reapOrphans() {
+	s := p.s
 	if !s.ret.reaping.CompareAndSwap(false, true) {
 		return
 	}
-	skew := s.cl.Skew()
+	skew := p.cl.Skew()
 	old := s.host.SealedBefore(s.clock().UnixNano(), func(channel string) time.Duration {
 		l := s.opts.limitsFor(channel)
 		return l.Life + l.TTL + skew + orphanGrace
@@ -137,13 +138,13 @@ func (s *Server) reapOrphans() {
 		s.ret.reaping.Store(false)
 		return
 	}
-	if !s.cl.Go(func() {
+	if !p.cl.Go(func() {
 		defer s.ret.reaping.Store(false)
 		for ch, ids := range old {
 			if s.stopped.Load() {
 				return
 			}
-			info, found, err := s.cl.Info(ch, false)
+			info, found, err := p.cl.Info(ch, false)
 			if err != nil || !found {
 				continue
 			}

@@ -221,7 +221,7 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 		if host.host.Streamlet(orphan) == nil {
 			return true
 		}
-		host.reapOrphans()
+		host.plane.(clusterPlane).reapOrphans()
 		return false
 	})
 	if host.host.Streamlet(listed.ID) == nil {

@@ -42,7 +42,6 @@ type Server struct {
 	// route is the Manager the gateway calls: mgr on a single node, the
 	// cluster's router (to each channel's manager node) in a cluster.
 	route role.Manager
-	cl    *cluster.Cluster // nil on a single node
 	// plane is the gateway's control plane (plane.go): localPlane on a
 	// single node, clusterPlane in a cluster.
 	plane   plane
@@ -130,20 +129,21 @@ func Start(opts Options) (*Server, error) {
 	s.mirrors = newMirrorSet(s)
 	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
 	if opts.Cluster != nil {
-		s.cl = cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName,
+		cl := cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName,
 			Manager: s.mgr, Host: s.host, Gateway: clusterGateway{s}, Transport: transport{s},
 			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
 				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
 			Log: s.log, Clock: s.clock, Limits: opts.limitsFor})
-		s.route = s.cl.Router()
-		s.plane = clusterPlane{s, s.cl}
+		s.route = cl.Router()
+		s.plane = clusterPlane{s, cl}
 	} else if opts.Replicas > 1 {
 		s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", opts.Replicas)
 	}
 
 	ww, err := newWriteWatch()
 	if err != nil {
+		s.plane.shutdown() // the cluster's pool and workers
 		return nil, fmt.Errorf("engine: write watch: %w", err)
 	}
 	s.ww = ww
@@ -166,9 +166,11 @@ func Start(opts Options) (*Server, error) {
 		close(s.done)
 	}()
 	if err := <-s.booted; err != nil {
+		s.plane.shutdown()
 		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
 	}
 	if err := errors.Join(s.startTLS(), s.startWS(), s.startMetrics()); err != nil {
+		s.plane.shutdown()
 		s.stopTLSAccept()
 		s.stopWSAccept()
 		s.stopMetrics()
@@ -176,15 +178,14 @@ func Start(opts Options) (*Server, error) {
 		<-s.done
 		return nil, err
 	}
-	if opts.Cluster != nil {
-		if err := s.cl.Start(s.addr); err != nil {
-			s.stopTLSAccept()
-			s.stopWSAccept()
-			s.stopMetrics()
-			_ = s.eng.Stop(context.Background())
-			<-s.done
-			return nil, err
-		}
+	if err := s.plane.start(s.addr); err != nil {
+		s.plane.shutdown()
+		s.stopTLSAccept()
+		s.stopWSAccept()
+		s.stopMetrics()
+		_ = s.eng.Stop(context.Background())
+		<-s.done
+		return nil, err
 	}
 	go s.ticker()
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
@@ -230,12 +231,7 @@ func (s *Server) streamletFor(channel string, ref role.StreamletRef) *host.Strea
 
 // Cluster reports the node's view of the cluster; ok is false on a
 // single node.
-func (s *Server) Cluster() (st Status, ok bool) {
-	if s.cl == nil {
-		return Status{}, false
-	}
-	return s.cl.Status(), true
-}
+func (s *Server) Cluster() (st Status, ok bool) { return s.plane.status() }
 
 // Addr returns the address the server listens on, with the port chosen
 // when Options.Listen had port 0.
@@ -334,9 +330,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopWSAccept()
 	close(s.tickStop)
 	<-s.tickDone
-	if s.cl != nil {
-		s.cl.Shutdown()
-	}
+	s.plane.shutdown()
 	ls := s.loopList()
 	gone := make(chan struct{}, len(ls))
 	for _, l := range ls {
