@@ -195,6 +195,16 @@ type faultCase struct {
 	// nonEvent: the fault must be invisible to subscribers (a drained
 	// node's restart): no GAP of any kind and no epoch change either.
 	nonEvent bool
+	// flags are serve flags of this case's nodes, after serveFlags.
+	flags []string
+	// noLoss: no acknowledged message may be announced lost either (the
+	// streamlets are replicated and fewer nodes than replicas died).
+	noLoss bool
+	// lateSubs are the indexes of nodes on which, once publishing ended,
+	// subscribers replay every channel from its first position: they read
+	// what the cluster still holds after the fault (a node without live
+	// subscribers holds no copies of its own).
+	lateSubs []int
 }
 
 // Timing of every case. bound is the promise under test: every
@@ -234,7 +244,7 @@ func pick[T any](cond bool, a, b T) T {
 }
 
 func runCase(t *testing.T, bin string, fc faultCase) Result {
-	tp := newTopo(t, bin, 3, serveFlags...)
+	tp := newTopo(t, bin, 3, append(append([]string(nil), serveFlags...), fc.flags...)...)
 	for _, n := range tp.nodes {
 		tp.start(n)
 	}
@@ -327,6 +337,17 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		}
 	}
 	t.Logf("%s: %v", fc.name, res)
+	if len(fc.lateSubs) > 0 {
+		late := replay(ctx, t, tp, fc.lateSubs, chans, from, all)
+		t.Logf("%s, replayed after the fault: %v", fc.name, late)
+		if !late.OK() || (fc.noLoss && late.Announced > 0) {
+			for _, ex := range late.Examples {
+				t.Logf("  %s", ex)
+			}
+			t.Errorf("%s, replayed: %d acknowledged messages announced lost, silent %d, duplicates %d, out of order %d, mismatch %d",
+				fc.name, late.Announced, late.Silent, late.Duplicates, late.OutOfOrder, late.Mismatch)
+		}
+	}
 	if !res.OK() {
 		for _, ex := range res.Examples {
 			t.Logf("  %s", ex)
@@ -337,6 +358,9 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 	}
 	if res.Delivered == 0 {
 		t.Errorf("%s: nothing delivered", fc.name)
+	}
+	if fc.noLoss && res.Announced > 0 {
+		t.Errorf("%s: %d acknowledged messages announced lost, want none", fc.name, res.Announced)
 	}
 	if fc.nonEvent {
 		why := map[string]int{}
@@ -365,6 +389,70 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		}
 	}
 	return res
+}
+
+// replay subscribes on the given nodes to every channel from its first
+// position, once publishing has ended, reads until each subscription has
+// passed the last acknowledged position of its channel (or a minute
+// passed), and accounts the result with no latency bound (the readers
+// join late on purpose).
+func replay(ctx context.Context, t *testing.T, tp *topo, nodes []int, chans []string, from map[string]uint64, all []Publish) Result {
+	t.Helper()
+	last := map[string]uint64{}
+	for _, p := range all {
+		if p.Outcome == Acked && p.Pos > last[p.Channel] {
+			last[p.Channel] = p.Pos
+		}
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var subs []*subscription
+	var wg sync.WaitGroup
+	for _, i := range nodes {
+		n := tp.nodes[i]
+		conn := dial(ctx, t, n, "replay-"+n.name)
+		for _, ch := range chans {
+			sub, err := conn.Subscribe(ctx, ch, client.FromPosition(from[ch]), client.WithBuffer(16384))
+			if err != nil {
+				t.Fatalf("replay on %s of %s: %v", n.name, ch, err)
+			}
+			s := &subscription{name: "replay@" + n.name + "/" + ch, channel: ch, from: from[ch], sub: sub}
+			subs = append(subs, s)
+			wg.Add(1)
+			go func() { defer wg.Done(); s.run(rctx) }()
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		done := true
+		for _, s := range subs {
+			sn, _ := s.snapshot()
+			reached := uint64(0)
+			if k := len(sn.Events); k > 0 {
+				e := sn.Events[k-1]
+				reached = max(e.Pos, e.To)
+			}
+			if reached < last[s.channel] {
+				done = false
+			}
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(100 * time.Millisecond): // polling the subscribers' progress
+		case <-ctx.Done():
+			t.Fatal("case timed out")
+		}
+	}
+	stop()
+	wg.Wait()
+	snaps := make([]Sub, 0, len(subs))
+	for _, s := range subs {
+		sn, _ := s.snapshot()
+		snaps = append(snaps, sn)
+	}
+	return Account(all, snaps, time.Hour)
 }
 
 // probeSilent is a diagnosis for a failed case: for the first silent
