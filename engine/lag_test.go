@@ -169,7 +169,10 @@ func TestSlowConsumer_LagLosesExactlyWhatExpired(t *testing.T) {
 // TestSlowConsumer_LagWaitsWithoutWakeups: while a lagging subscriber's
 // socket stays full its loop is not woken for it (no polling); once it
 // reads, the wake-ups resume its catch-up. The window below is a
-// measurement, not a synchronisation: a 2 ms poll would wake it ~50 times.
+// measurement, not a synchronisation: a 2 ms poll would wake it ~50 times
+// in it, a 20 ms poll 5 times. A few spurious EPOLLOUTs happen while the
+// kernel moves queued bytes on a loaded machine (2 were seen under load
+// average 9), so up to 3 are tolerated.
 func TestSlowConsumer_LagWaitsWithoutWakeups(t *testing.T) {
 	s := startTest(t, func(o *Options) { o.OutboundLimit = 64 << 10 })
 	const ch = "lag.idle"
@@ -201,7 +204,7 @@ func TestSlowConsumer_LagWaitsWithoutWakeups(t *testing.T) {
 		})
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := s.writableWakes.Load() - before; n > 1 {
+	if n := s.writableWakes.Load() - before; n > 3 {
 		t.Fatalf("%d wake-ups in 100 ms while the socket was full", n)
 	}
 	sr := readInBackground(slow)
