@@ -28,11 +28,14 @@ type gwChan struct {
 	name    string
 	refs    int // loops holding it; guarded by gateway.mu
 	readers []atomic.Pointer[loopChan]
-	// inline holds readers when there are at most 4 loops (one
-	// allocation, 96 bytes: a size class no long-lived per-channel
-	// object has, so when idle views go their memory goes back whole
-	// instead of leaving holes among the channels' streamlets).
-	inline [4]atomic.Pointer[loopChan]
+	// inline holds readers when there are at most 6 loops: one
+	// allocation of 104 bytes, in the allocator's 112-byte class, which
+	// no long-lived per-channel object shares (role.StreamletRef is 96,
+	// chanState 144, Streamlet 160, ringbuf.Buffer 192), so that when
+	// idle views go their spans go back whole instead of leaving holes
+	// among the channels' state (a 16-byte slot array beside each entry
+	// did: it shares its class with names and small chunks).
+	inline [6]atomic.Pointer[loopChan]
 	// gen counts changes of the channel's streamlet list announced to
 	// this node (cluster): a loop's cached role.ChannelInfo older than gen is
 	// fetched again.

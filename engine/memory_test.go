@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"unsafe"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 // TestGatewayMapShrinks: once most channels' views are released, the
@@ -30,18 +32,21 @@ func TestGatewayMapShrinks(t *testing.T) {
 	}
 }
 
-// TestGatewayChannelIsOneAllocation: with up to four loops a channel's
-// gateway entry holds its per-loop reader slots itself (one 96-byte
-// object, a size class no long-lived per-channel object uses, so that
-// idle views leave no holes among the channels' streamlets).
+// TestGatewayChannelIsOneAllocation: with up to six loops a channel's
+// gateway entry holds its per-loop reader slots itself (one object of the
+// 112-byte class, which no long-lived per-channel object uses, so that
+// idle views leave no holes among the channels' state).
 func TestGatewayChannelIsOneAllocation(t *testing.T) {
 	g := newGateway(2)
 	gc := g.acquire("c")
 	if len(gc.readers) != 2 || &gc.readers[0] != &gc.inline[0] {
 		t.Fatal("the reader slots of a 2-loop gateway are a separate allocation")
 	}
-	if size := unsafe.Sizeof(gwChan{}); size > 96 || size <= 80 {
-		t.Fatalf("gwChan is %d bytes, want the 96-byte class", size)
+	if size := unsafe.Sizeof(gwChan{}); size > 112 || size <= 96 {
+		t.Fatalf("gwChan is %d bytes, want the 112-byte class", size)
+	}
+	if size := unsafe.Sizeof(role.StreamletRef{}); size > 96 {
+		t.Fatalf("role.StreamletRef is %d bytes: choose gwChan's class again", size)
 	}
 	g.release(gc)
 	big := newGateway(8)
