@@ -32,6 +32,11 @@ type SluiceDriver struct {
 	// handles a connection's frames in order). PublishAcked and
 	// PublishAsync stay acknowledged.
 	NoAck bool
+	// Compression is the S2 threshold (client.WithCompression): 0 keeps
+	// the SDK's default (payloads of 512 bytes and more are sent
+	// compressed when that is smaller, and the server compresses their
+	// DATA for these clients), a negative value turns S2 off.
+	Compression int
 }
 
 // Name returns "sluice".
@@ -47,6 +52,9 @@ func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
 	opts := []client.Option{client.WithName("sluice-bench"), client.WithReconnect(false), client.WithMaxPending(window)}
 	if d.Dial != nil {
 		opts = append(opts, client.WithDialer(d.Dial))
+	}
+	if d.Compression != 0 {
+		opts = append(opts, client.WithCompression(max(d.Compression, 0)))
 	}
 	c, err := client.Dial(ctx, d.Addr, opts...)
 	if err != nil {

@@ -110,6 +110,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	bench.AddFlags(fs, &o.base, &o.quick)
 	fs.IntVar(&o.runs, "runs", 3, "runs of each scenario per system, alternated, `N`")
 	fs.StringVar(&o.serverMode, "server", "proc", "where the servers run: `proc` (child processes) or inproc (this process)")
+	fs.IntVar(&sluiceS2, "sluice-s2", 0, "Sluice clients' S2 threshold in `BYTES` (client.WithCompression; 0: the SDK's default, 512; -1: S2 off, as the relay and NATS carry the payload)")
 	fs.BoolVar(&sluiceNoAck, "sluice-noack", true, "Sluice's fire-and-forget publishers (pub, pubsub, fanout, nm, latency) use PublishNoAck, like NATS core's Publish; false: pipelined acknowledged publishes")
 	fs.StringVar(&o.sluiceAddr, "sluice-addr", "", "use the Sluice server at `HOST:PORT` instead of starting one")
 	fs.StringVar(&o.natsURL, "nats-url", "", "use the NATS server at `URL` (JetStream enabled) instead of starting one")
@@ -416,6 +417,9 @@ func natsBinVersion(bin string) string {
 // sluiceNoAck is --sluice-noack (set once by flag parsing).
 var sluiceNoAck bool
 
+// sluiceS2 is --sluice-s2, the Sluice clients' S2 threshold (bench.SluiceDriver.Compression).
+var sluiceS2 int
+
 // driverFor returns the driver of sys for scenario sc, and a cleanup.
 func driverFor(ctx context.Context, sys *system, sc bench.Scenario, c bench.Config) (bench.Driver, func(), error) {
 	var dial func(ctx context.Context, addr string) (net.Conn, error) // nil: the default dialer
@@ -426,7 +430,7 @@ func driverFor(ctx context.Context, sys *system, sc bench.Scenario, c bench.Conf
 		return &bench.RelayDriver{Addr: sys.addr}, func() {}, nil
 	}
 	if sys.name == "sluice" {
-		return &bench.SluiceDriver{Addr: sys.addr, Window: max(c.Window, 4096), Dial: dial, NoAck: sluiceNoAck}, func() {}, nil
+		return &bench.SluiceDriver{Addr: sys.addr, Window: max(c.Window, 4096), Dial: dial, NoAck: sluiceNoAck, Compression: sluiceS2}, func() {}, nil
 	}
 	if !sc.Durable {
 		return &peer.NATSDriver{URL: sys.addr, Dial: dial}, func() {}, nil
