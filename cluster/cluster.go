@@ -774,7 +774,7 @@ func (c *Cluster) listAll(channel string) []role.Hosted {
 			var hs []role.Hosted
 			var err error
 			if n == c.self {
-				hs, err = c.host.List(channel)
+				hs, err = c.listHere(channel)
 			} else {
 				hs, err = remoteHost{c, n}.List(channel)
 			}
@@ -790,6 +790,15 @@ func (c *Cluster) listAll(channel string) []role.Hosted {
 	}
 	wg.Wait()
 	return out
+}
+
+// listHere is this node's answer to LIST: the streamlets of channel it
+// hosts, and the mark its manager kept when it stopped managing the
+// channel (manager.Manager.Marks), so that whoever rebuilds the channel
+// next learns how far this node's grants may have reached.
+func (c *Cluster) listHere(channel string) ([]role.Hosted, error) {
+	hs, err := c.host.List(channel)
+	return append(hs, c.mgr.Marks(channel)...), err
 }
 
 // notify tells reader nodes of channel that it changed.
@@ -1173,7 +1182,7 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := d.Done(); err != nil {
 			return wire.NodeBadOp, nil, err.Error()
 		}
-		hs, _ := c.host.List(ch)
+		hs, _ := c.listHere(ch)
 		encHosted(&e, hs)
 	case wire.OpNotify:
 		ch := d.Str8()

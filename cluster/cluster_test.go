@@ -89,11 +89,19 @@ func TestNodeOps_RoundTrip(t *testing.T) {
 		{ID: 3, Epoch: 9, First: 107, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10},
 		{ID: 4, Epoch: 9, First: 109, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10, Replicas: []string{"c", "b"},
 			Sealed: true, Fenced: true, Final: true},
+		{Mark: true, ID: 5, Epoch: 9, First: 111, Reached: 1 << 50, Host: "b"}, // a former manager's mark
 	}
 	e = wire.NodeEnc{}
 	encHosted(&e, hs)
 	if got, err := decHosted(e.B, "b"); err != nil || !reflect.DeepEqual(got, hs) {
 		t.Fatalf("hosted %+v %v, want %+v", got, err, hs)
+	}
+	// A mark carries no streamlet flags.
+	e = wire.NodeEnc{}
+	encHosted(&e, hs[3:])
+	e.B[2+8+8+8+4] |= hostedSealed
+	if got, err := decHosted(e.B, "b"); err == nil {
+		t.Fatalf("a sealed mark decoded: %+v", got)
 	}
 }
 

@@ -290,8 +290,12 @@ func encHosted(e *wire.NodeEnc, hs []role.Hosted) {
 		if len(h.Replicas) > 1 {
 			f |= hostedReplicated
 		}
+		succ := h.Succ
+		if h.Mark {
+			f, succ = hostedMark, h.Reached // a mark carries Reached where a streamlet has its successor
+		}
 		e.U8(f)
-		e.U64(h.Succ)
+		e.U64(succ)
 		e.Str8(h.SuccHost)
 		e.I64(h.LeaseEnd)
 		e.U32(h.LimitMsgs)
@@ -306,7 +310,8 @@ const (
 	hostedSealed     = 1
 	hostedFenced     = 2
 	hostedFinal      = 4
-	hostedReplicated = 8 // the entry ends with its replica set
+	hostedReplicated = 8  // the entry ends with its replica set
+	hostedMark       = 16 // a former manager's mark (role.Hosted.Mark), not a streamlet
 )
 
 // decHosted decodes an OpList result from node host.
@@ -323,11 +328,17 @@ func decHosted(body []byte, host string) ([]role.Hosted, error) {
 	for i := 0; i < n; i++ {
 		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: host}
 		f := d.U8()
-		if d.Err() == nil && f&^(hostedSealed|hostedFenced|hostedFinal|hostedReplicated) != 0 {
+		if d.Err() == nil && f&^(hostedSealed|hostedFenced|hostedFinal|hostedReplicated|hostedMark) != 0 {
 			d.Fail("streamlet %d: unknown flags 0x%02x", i, f)
+		}
+		if d.Err() == nil && f&hostedMark != 0 && f != hostedMark {
+			d.Fail("streamlet %d: a mark with streamlet flags 0x%02x", i, f)
 		}
 		h.Sealed, h.Fenced, h.Final = f&hostedSealed != 0, f&hostedFenced != 0, f&hostedFinal != 0
 		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
+		if f&hostedMark != 0 {
+			h.Mark, h.Reached, h.Succ = true, h.Succ, 0
+		}
 		if f&hostedReplicated != 0 {
 			h.Replicas = decNames(d)
 		}

@@ -46,6 +46,15 @@ type chanState struct {
 	// recover marks the replicated streamlets that lost a replica and
 	// wait for recovery (recovery.go); nil when none does.
 	recover map[uint64]bool
+	// floor is a position the channel must continue at or above once its
+	// open streamlet closes: a former manager's mark (rebuildState) said
+	// positions below it may have been handed out in streamlets nobody
+	// reports, beyond the open one. close() turns [end, floor) into a
+	// lost range. 0: none.
+	floor uint64
+	// partial: built from listings made while this node had no quorum
+	// (a lookup); Manager.writeGrant rebuilds it before granting.
+	partial bool
 	// msgsPerSec is the channel's publish rate as measured over its last
 	// closed streamlet (channel-specific load for placement).
 	msgsPerSec, bytesPerSec float64
@@ -197,8 +206,8 @@ func (cs *chanState) interest(node string, delta int) {
 // its end, so it ends at the largest end it could have reached.
 func (cs *chanState) lose(id uint64, now int64) {
 	if s, ok := cs.open(); ok && s.ID == id {
+		cs.list[len(cs.list)-1].Lost = true // before close, which may append a lost range
 		cs.close(id, s.First+uint64(cs.limits.Msgs), now)
-		cs.list[len(cs.list)-1].Lost = true
 	}
 }
 
@@ -215,10 +224,10 @@ func (cs *chanState) hostDown(node string, now int64) bool {
 			continue // replicated streamlets are recovered (replicaDown)
 		}
 		changed = true
+		s.Lost = true // before close, which may append to the list
 		if !s.Closed {
 			cs.close(s.ID, s.First+uint64(cs.limits.Msgs), now)
 		}
-		s.Lost = true
 	}
 	if _, ok := cs.rnodes[node]; ok {
 		cs.interest(node, -cs.rnodes[node])
@@ -248,6 +257,62 @@ func (cs *chanState) close(id, end uint64, now int64) {
 		s.Expires = cs.list[n-2].Expires
 	}
 	cs.next = end
+	if cs.floor > end {
+		// A former manager may have handed out positions up to floor:
+		// they are lost (GAP lost), and never handed out again.
+		cs.list = append(cs.list, role.StreamletRef{First: end, End: cs.floor, Closed: true, Lost: true, Expires: s.Expires})
+		cs.next = cs.floor
+	}
+	cs.floor = 0
+}
+
+// mark returns what survives of the channel's state when this manager
+// stops managing it without dropping it (role.Hosted.Mark): the newest
+// entry of the list and the position the grants may have reached, its
+// First plus the message limit while it is open. False for a state that
+// lists nothing, which handed nothing out.
+func (cs *chanState) mark() (role.Hosted, bool) {
+	n := len(cs.list)
+	if n == 0 {
+		return role.Hosted{}, false
+	}
+	last := cs.list[n-1]
+	reached := max(cs.next, cs.floor)
+	if !last.Closed {
+		reached = max(reached, last.First+uint64(max(cs.limits.Msgs, 1)))
+	}
+	return role.Hosted{Mark: true, ID: last.ID, Epoch: cs.epoch, First: last.First, Reached: reached}, true
+}
+
+// markReach returns how far the marks among hs oblige a channel rebuilt
+// in epoch from the streamlets kept (its reported streamlets of that
+// epoch) to continue: the largest Reached of the marks of that epoch
+// whose newest entry is not among the streamlets and is not behind any of
+// them. Such a mark's manager may have opened streamlets after the last
+// one any host reports, without a record on their predecessor (its host
+// was unreachable), and their hosts are gone: without the mark the
+// rebuild would continue at the reported end and reuse their positions,
+// and their acknowledged messages would be neither delivered nor
+// announced. A mark whose entry was reported, or was followed by a
+// reported streamlet, says nothing the hosts do not. 0: none applies.
+func markReach(marks, kept []role.Hosted, epoch uint64) uint64 {
+	var reach uint64
+	for _, mk := range marks {
+		if mk.Epoch != epoch || mk.Reached <= reach {
+			continue
+		}
+		superseded := false
+		for _, h := range kept {
+			if (mk.ID != 0 && h.ID == mk.ID) || h.First >= mk.First {
+				superseded = true
+				break
+			}
+		}
+		if !superseded {
+			reach = mk.Reached
+		}
+	}
+	return reach
 }
 
 // expireRefs removes the closed streamlets whose TTL has passed at now and
@@ -319,13 +384,25 @@ func (cs *chanState) info(openLen int) role.ChannelInfo {
 // a new incarnation at that clock base.
 func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Duration) *chanState {
 	cs := newChanState(now.Add(skew), l)
-	hs = mergeReplicas(hs)
-	if len(hs) == 0 {
+	var marks []role.Hosted
+	streamlets := make([]role.Hosted, 0, len(hs))
+	for _, h := range hs {
+		if h.Mark {
+			marks = append(marks, h)
+		} else {
+			streamlets = append(streamlets, h)
+		}
+	}
+	hs = mergeReplicas(streamlets)
+	if len(hs) == 0 && len(marks) == 0 {
 		return cs
 	}
 	var epoch uint64
 	for _, h := range hs {
 		epoch = max(epoch, h.Epoch)
+	}
+	for _, mk := range marks {
+		epoch = max(epoch, mk.Epoch)
 	}
 	kept := make([]role.Hosted, 0, len(hs))
 	for _, h := range hs {
@@ -337,6 +414,19 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 	ns := now.UnixNano()
 	exp := ns + int64(l.TTL)
 	clockBase := cs.next
+	reach := markReach(marks, kept, epoch)
+	if len(kept) == 0 {
+		// Only a mark of the newest epoch: every streamlet its manager
+		// listed is gone; what they may have held is lost.
+		for _, mk := range marks {
+			if mk.Epoch == epoch && mk.Reached == reach {
+				cs.epoch, cs.next = epoch, reach
+				cs.list = []role.StreamletRef{{First: mk.First, End: reach, Closed: true, Lost: true, Expires: exp}}
+				return cs
+			}
+		}
+		return cs
+	}
 	cs.epoch, cs.list = epoch, nil
 	found := make(map[uint64]bool, len(kept))
 	for k, h := range kept {
@@ -351,6 +441,9 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 			cs.list = append(cs.list, role.StreamletRef{ID: h.ID, Host: h.Host, Replicas: h.Replicas, First: h.First, LeaseEnd: h.LeaseEnd})
 			cs.next = h.First
 			cs.seq = uint64(len(kept))
+			if reach > h.First {
+				cs.floor = reach // applied when it closes (close)
+			}
 			return cs
 		}
 		end := h.First + uint64(h.Len)
@@ -382,6 +475,10 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 		end := max(cs.next+uint64(l.Msgs), clockBase)
 		cs.list = append(cs.list, role.StreamletRef{First: cs.next, End: end, Closed: true, Lost: true, Expires: exp})
 		cs.next = end
+	}
+	if reach > cs.next {
+		cs.list = append(cs.list, role.StreamletRef{First: cs.next, End: reach, Closed: true, Lost: true, Expires: exp})
+		cs.next = reach
 	}
 	cs.seq = uint64(len(kept))
 	return cs

@@ -68,7 +68,8 @@ type shard struct {
 // mutex, so channels never contend with each other. Safe for concurrent
 // use.
 //
-// Lock order: shard.mu before mchan.mu before tombs.mu. No lock is held
+// Lock order: shard.mu before mchan.mu before tombs.mu or markMu (each
+// taken alone under those). No lock is held
 // across a call of a host (role.Host) or of the cluster that may wait for
 // the network: a WriteGrant that must seal and open streamlets marks the
 // channel opening and makes those calls with its lock released
@@ -92,6 +93,16 @@ type Manager struct {
 	wantCopy               atomic.Int64 // streamlets waiting for a copy at the last tick
 
 	tombs tombs // dropped channels (tombs.go)
+
+	// marks: what this node knew of the channels it stopped managing
+	// without dropping them (ForgetAll, a channel the membership moved):
+	// served in LIST answers (Marks) until they expire, so that the next
+	// manager, this node or another, continues above every position
+	// this one's grants may have reached (chanState.mark, markReach).
+	// Bounded by maxTombs, oldest evicted first; guarded by markMu.
+	markMu    sync.Mutex
+	marks     map[string]heldMark
+	markOrder []string
 
 	// cl connects the manager to the cluster; nil on a single node.
 	cl Cluster
@@ -174,7 +185,7 @@ func (m *Manager) hostOf(node string) role.Host {
 
 // New returns a manager with no channels.
 func New(cfg Config) *Manager {
-	m := &Manager{cfg: cfg, copying: make(map[uint64]bool)}
+	m := &Manager{cfg: cfg, copying: make(map[uint64]bool), marks: make(map[string]heldMark)}
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]*mchan)
 	}
@@ -234,16 +245,18 @@ func (m *Manager) get(name string, create bool) *mchan {
 // lookup that does not create (an INFO from a peer with a stale view must
 // not cut the real manager's writers off).
 func (m *Manager) rebuild(name string, create bool) *chanState {
+	quorate := m.cl.Quorate()
 	hs := m.cl.ListAll(name)
+	quorate = quorate && m.cl.Quorate()
 	newest := -1
 	for i := range hs {
-		if newest < 0 || hs[i].First > hs[newest].First {
+		if !hs[i].Mark && (newest < 0 || hs[i].First > hs[newest].First) {
 			newest = i
 		}
 	}
 	for i := range hs {
 		h := &hs[i]
-		if h.Sealed || i == newest || !create {
+		if h.Mark || h.Sealed || i == newest || !create {
 			continue
 		}
 		host := m.hostOf(h.Host)
@@ -259,9 +272,16 @@ func (m *Manager) rebuild(name string, create bool) *chanState {
 		h.Sealed, h.Len = true, uint32(end-h.First)
 	}
 	cs := rebuildState(m.now(), m.cfg.Limits(name), hs, m.cl.Skew())
+	cs.partial = !quorate
 	if create && m.cfg.Log != nil {
-		m.cfg.Log.Info("sluice cluster: channel rebuilt from its hosts", "channel", name, "found", len(hs),
-			"epoch", cs.epoch, "next", cs.next, "streamlets", len(cs.list))
+		nmarks := 0
+		for _, h := range hs {
+			if h.Mark {
+				nmarks++
+			}
+		}
+		m.cfg.Log.Info("sluice cluster: channel rebuilt from its hosts", "channel", name, "found", len(hs)-nmarks,
+			"marks", nmarks, "epoch", cs.epoch, "next", cs.next, "streamlets", len(cs.list), "quorate", quorate)
 	}
 	return cs
 }
@@ -316,7 +336,7 @@ func (m *Manager) lockExisting(name string) *mchan {
 }
 
 // forget drops a channel whose state another manager took over (no
-// tombstone, nothing freed); the next lookup rebuilds it.
+// tombstone, nothing freed, its mark kept); the next lookup rebuilds it.
 func (m *Manager) forget(mc *mchan) {
 	sh := &m.shards[m.shard(mc.name)]
 	sh.mu.Lock()
@@ -324,9 +344,87 @@ func (m *Manager) forget(mc *mchan) {
 	if !mc.dead {
 		mc.dead = true
 		sh.m = mapshrink.Delete(sh.m, mc.name, &sh.peak)
+		m.keepMark(mc)
 	}
 	mc.mu.Unlock()
 	sh.mu.Unlock()
+}
+
+// heldMark is a mark and when it expires (unix ns).
+type heldMark struct {
+	h     role.Hosted
+	until int64
+}
+
+// keepMark keeps the mark of mc's state (mc.mu held), if it has one, for
+// as long as a streamlet it covers may still be reported by a host: its
+// lease, TTL, the clock skew and the orphan reaper's minute
+// (engine/retention.go). Of two marks of a channel the newer epoch wins,
+// then the larger Reached. Single node: nothing to keep (no rebuilds).
+func (m *Manager) keepMark(mc *mchan) {
+	if m.cl == nil {
+		return
+	}
+	mk, ok := mc.st.mark()
+	if !ok {
+		return
+	}
+	l := mc.st.limits
+	until := m.now().Add(l.Life + l.TTL + m.cl.Skew() + time.Minute).UnixNano()
+	m.markMu.Lock()
+	defer m.markMu.Unlock()
+	m.pruneMarks(m.now().UnixNano())
+	old, had := m.marks[mc.name]
+	if had && old.until > m.now().UnixNano() && (old.h.Epoch > mk.Epoch || (old.h.Epoch == mk.Epoch && old.h.Reached > mk.Reached)) {
+		old.until = max(old.until, until)
+		m.marks[mc.name] = old
+		return
+	}
+	if !had {
+		if len(m.markOrder) >= maxTombs {
+			delete(m.marks, m.markOrder[0])
+			m.markOrder = m.markOrder[1:]
+		}
+		m.markOrder = append(m.markOrder, mc.name)
+	}
+	m.marks[mc.name] = heldMark{h: mk, until: until}
+}
+
+// pruneMarks forgets the marks that expired by now, oldest kept first
+// (markMu held); an emptied map is replaced, so that it gives its memory
+// back.
+func (m *Manager) pruneMarks(now int64) {
+	pruned := false
+	for len(m.markOrder) > 0 {
+		name := m.markOrder[0]
+		if hm, ok := m.marks[name]; ok {
+			if hm.until > now {
+				break
+			}
+			delete(m.marks, name)
+		}
+		m.markOrder = m.markOrder[1:]
+		pruned = true
+	}
+	if pruned && len(m.marks) == 0 {
+		m.marks, m.markOrder = make(map[string]heldMark), nil
+	}
+}
+
+// Marks returns the mark this node keeps for channel (none, or one), for
+// this node's LIST answer. Safe for concurrent use.
+func (m *Manager) Marks(channel string) []role.Hosted {
+	m.markMu.Lock()
+	defer m.markMu.Unlock()
+	hm, ok := m.marks[channel]
+	if !ok {
+		return nil
+	}
+	if m.now().UnixNano() >= hm.until {
+		return nil // expired; its entry goes when replaced or evicted
+	}
+	hm.h.Host = m.cfg.Node
+	return []role.Hosted{hm.h}
 }
 
 // WriteGrant returns a write grant for channel's open streamlet, or, when
@@ -359,7 +457,7 @@ func (m *Manager) WriteGrant(channel string, after uint64) (role.Grant, error) {
 		now := m.now().UnixNano()
 		cs := mc.st
 		cs.lastUse = now
-		if ref, ok := cs.open(); ok && ref.ID != after && now < ref.LeaseEnd && !cs.recover[ref.ID] {
+		if ref, ok := cs.open(); ok && ref.ID != after && now < ref.LeaseEnd && !cs.recover[ref.ID] && !cs.partial {
 			g := cs.grantFor(channel, ref)
 			mc.mu.Unlock()
 			return g, nil
@@ -385,7 +483,7 @@ func (m *Manager) openGrant(mc *mchan, channel string, after uint64, op *opening
 		// channel (the gateways registered their interest with this
 		// node, and would not hear of the new list otherwise), and the
 		// grant is tried once more on the new list.
-		m.rebuildInPlace(mc, channel)
+		m.rebuildInPlace(mc, channel, "another manager continued the channel; rebuilt it")
 		g, err = m.openNext(mc, channel, after)
 	}
 	mc.mu.Lock()
@@ -405,8 +503,8 @@ func (m *Manager) openGrant(mc *mchan, channel string, after uint64, op *opening
 
 // rebuildInPlace replaces mc's state by one rebuilt from the hosts,
 // keeping its readers, and tells the reader nodes (mc is opening; mc.mu
-// is not held: the hosts are asked without it).
-func (m *Manager) rebuildInPlace(mc *mchan, channel string) {
+// is not held: the hosts are asked without it). why is logged.
+func (m *Manager) rebuildInPlace(mc *mchan, channel, why string) {
 	st := m.rebuild(channel, true)
 	mc.mu.Lock()
 	old := mc.st
@@ -421,7 +519,7 @@ func (m *Manager) rebuildInPlace(mc *mchan, channel string) {
 	}
 	mc.mu.Unlock()
 	if m.cfg.Log != nil {
-		m.cfg.Log.Warn("sluice cluster: another manager continued the channel; rebuilt it", "channel", channel, "next", st.next)
+		m.cfg.Log.Warn("sluice cluster: "+why, "channel", channel, "next", st.next)
 	}
 	if readers != nil {
 		m.cl.Notify(channel, readers)
@@ -438,6 +536,15 @@ func (m *Manager) rebuildInPlace(mc *mchan, channel string) {
 // last streamlet names a successor this manager did not claim.
 func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant, error) {
 	mc.mu.Lock()
+	if mc.st.partial {
+		// Built while this node saw no majority (lookups may do that): the
+		// hosts it could not reach may hold newer streamlets, and other
+		// nodes the marks of managers that continued the channel. Rebuilt
+		// now, from the majority, before anything is granted on it.
+		mc.mu.Unlock()
+		m.rebuildInPlace(mc, channel, "a channel state built without quorum; rebuilt it before granting")
+		mc.mu.Lock()
+	}
 	now := m.now().UnixNano()
 	if ref, ok := mc.st.open(); ok {
 		if ref.ID != after && now < ref.LeaseEnd && !mc.st.recover[ref.ID] {
@@ -511,6 +618,10 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 		}
 		cs.addRef(ref)
 		cs.claim(0, 0)
+		if m.cfg.Log != nil {
+			m.cfg.Log.Debug("sluice: streamlet opened", "channel", channel, "streamlet", id, "hosts", set,
+				"first", ref.First, "epoch", cs.epoch, "after_lost", hasPrev && prev.Lost)
+		}
 		var readers []string
 		if m.cl != nil && len(cs.rnodes) > 0 {
 			readers = readerNodes(cs)
@@ -719,8 +830,13 @@ func (m *Manager) NodeDown(node string) {
 					todo[mc.name] = []string{node}
 				}
 			}
-			if !mc.dead && mc.st.hostDown(node, ns) && m.cl != nil && len(mc.st.rnodes) > 0 {
-				notes = append(notes, note{mc.name, readerNodes(mc.st)})
+			if !mc.dead && mc.st.hostDown(node, ns) {
+				if m.cfg.Log != nil {
+					m.cfg.Log.Debug("sluice: streamlets lost with their host", "channel", mc.name, "node", node, "next", mc.st.next)
+				}
+				if m.cl != nil && len(mc.st.rnodes) > 0 {
+					notes = append(notes, note{mc.name, readerNodes(mc.st)})
+				}
 			}
 			if !mc.dead && mc.st.holds(node) {
 				todo[mc.name] = []string{node}
@@ -770,6 +886,9 @@ type Action struct {
 // caller passes them to Do, with no lock held.
 func (m *Manager) Tick(now time.Time) []Action {
 	ns := now.UnixNano()
+	m.markMu.Lock()
+	m.pruneMarks(ns)
+	m.markMu.Unlock()
 	var acts []Action
 	var expired, copies []role.StreamletRef
 	var drop, mcs []*mchan
@@ -888,6 +1007,7 @@ func (m *Manager) drop(sh *shard, cands []*mchan, ns int64) {
 			mc.dead = true
 			sh.peak.Seen(len(sh.m))
 			delete(sh.m, mc.name)
+			m.keepMark(mc)
 		} else if !mc.dead && mc.st.droppable(ns) {
 			mc.dead = true
 			sh.peak.Seen(len(sh.m))
@@ -909,6 +1029,7 @@ func (m *Manager) ForgetAll() {
 		for _, mc := range sh.m {
 			mc.mu.Lock()
 			mc.dead = true
+			m.keepMark(mc)
 			mc.mu.Unlock()
 		}
 		sh.m, sh.peak = make(map[string]*mchan), mapshrink.Peak{}

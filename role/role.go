@@ -201,6 +201,16 @@ type Hosted struct {
 	// Lost is set by the rebuilding manager, not by hosts: the streamlet
 	// could not be sealed because its host is gone.
 	Lost bool
+	// Mark: not a streamlet but what a former manager of the channel on
+	// the reporting node knew when it stopped managing it (it lost or
+	// regained its quorum, or the membership moved the channel): ID and
+	// First are the newest entry of its list (ID 0 for a lost range),
+	// Reached the position it may have handed out up to (exclusive),
+	// possibly in streamlets that no host can report any more (opened
+	// while their predecessor's host was unreachable, so unrecorded
+	// there, and lost with their own host). Epoch is the channel's.
+	Mark    bool
+	Reached uint64
 }
 
 // Limits are the streamlet limits in force for one channel: a streamlet

@@ -123,8 +123,12 @@ func (p *Probe) List(channel string) ([]role.Hosted, error) {
 	out := make([]role.Hosted, 0, n)
 	for i := 0; i < n; i++ {
 		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: p.node}
-		h.Sealed = d.U8()&1 != 0
+		f := d.U8()
+		h.Sealed = f&1 != 0
 		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
+		if f&0x10 != 0 {
+			continue // a former manager's mark, not a streamlet (PROTOCOL.md 9.5)
+		}
 		out = append(out, h)
 	}
 	if err := d.Done(); err != nil {
