@@ -231,8 +231,12 @@ const (
 var (
 	defaultTiming = os.Getenv("SLUICE_FAULT_TIMING") == "defaults"
 	bound         = pick(defaultTiming, 20*time.Second, 12*time.Second)
+	rpcTimeout    = pick(defaultTiming, 2*time.Second, time.Second) // a link fails after two of silence
+	// logLevel is the nodes' (SLUICE_FAULT_LOG_LEVEL, default info; debug
+	// logs every streamlet opened and lost).
+	logLevel = pick(os.Getenv("SLUICE_FAULT_LOG_LEVEL") != "", os.Getenv("SLUICE_FAULT_LOG_LEVEL"), "info")
 	// serveFlags are the flags of every node in the suite.
-	serveFlags = append([]string{"--limit-msgs", "500", "--limit-life", "2s", "--ttl", "60s", "--log-level", "info"},
+	serveFlags = append([]string{"--limit-msgs", "500", "--limit-life", "2s", "--ttl", "60s", "--log-level", logLevel},
 		pick(defaultTiming, nil, []string{"--ping-interval", "1s", "--cluster-rpc-timeout", "1s"})...)
 )
 

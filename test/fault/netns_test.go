@@ -178,13 +178,13 @@ func (tp *topo) cleanup() {
 			}
 		}
 	}
-	if tp.t.Failed() {
-		keep := os.Getenv("SLUICE_FAULT_LOGS")
-		for _, n := range tp.nodes {
+	keep := os.Getenv("SLUICE_FAULT_LOGS")
+	for _, n := range tp.nodes {
+		if tp.t.Failed() {
 			tp.t.Logf("---- end of the log of node %s ----\n%s", n.name, tail(n.log, 40))
-			if keep != "" {
-				tp.keepLog(keep, n)
-			}
+		}
+		if keep != "" && (tp.t.Failed() || os.Getenv("SLUICE_FAULT_KEEP_ALL") != "") {
+			tp.keepLog(keep, n)
 		}
 	}
 	for _, n := range tp.nodes {
