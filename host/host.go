@@ -452,6 +452,10 @@ type Host struct {
 
 	mu         sync.RWMutex
 	streamlets map[uint64]*Streamlet
+	// barred: ids sealed before they were hosted (Seal), never hosted
+	// then; barredOrder evicts the oldest past maxBarred. Under mu.
+	barred      map[uint64]struct{}
+	barredOrder []uint64
 	// streamletsPeak lets Free give back the map's memory once it has
 	// shrunk (package mapshrink); under mu.
 	streamletsPeak mapshrink.Peak
@@ -528,6 +532,13 @@ var ErrDraining = errors.New("host: the node is draining and hosts no new stream
 func (h *Host) HostStreamlet(g role.Grant) error {
 	if h.draining.Load() {
 		return ErrDraining
+	}
+	h.mu.RLock()
+	_, barred := h.barred[g.Streamlet]
+	h.mu.RUnlock()
+	if barred {
+		return fmt.Errorf("%w: streamlet %d was sealed here before it was hosted: another manager continued %q without it",
+			role.ErrSuccessorTaken, g.Streamlet, g.Channel)
 	}
 	s := &Streamlet{
 		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
@@ -703,9 +714,18 @@ func (h *Host) Streamlet(id uint64) *Streamlet {
 }
 
 // Seal closes streamlet id for writes (see role.Host.Seal).
+//
+// Sealing an id the host does not hold bars it: HostStreamlet refuses
+// it from then on (role.ErrSuccessorTaken). A manager that rebuilt a
+// channel whose newest streamlet names a successor no host reported seals
+// that id at the node chosen for it, so that the manager that recorded it
+// and may still be opening it cannot continue the channel beside the one
+// that rebuilt it (manager.Manager.writeGrant). Ids are never reused, so
+// a bar never refuses anything else; the newest maxBarred are kept.
 func (h *Host) Seal(id, succ uint64, succHost string) (uint64, error) {
 	s := h.Streamlet(id)
 	if s == nil {
+		h.bar(id)
 		return 0, role.ErrUnknownStreamlet
 	}
 	return s.seal(succ, succHost)
@@ -733,6 +753,29 @@ func (h *Host) SealAt(id uint64, n uint32, keep []string) error {
 		return fmt.Errorf("%w: %v", role.ErrSuccessorTaken, err)
 	}
 	return err
+}
+
+// maxBarred bounds the barred ids a host keeps (Seal): the bar matters
+// only while another manager may still be opening the streamlet, a few
+// round trips.
+const maxBarred = 4096
+
+// bar records that id must never be hosted here.
+func (h *Host) bar(id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.barred == nil {
+		h.barred = make(map[uint64]struct{})
+	}
+	if _, ok := h.barred[id]; ok {
+		return
+	}
+	if len(h.barredOrder) >= maxBarred {
+		delete(h.barred, h.barredOrder[0])
+		h.barredOrder = h.barredOrder[1:]
+	}
+	h.barred[id] = struct{}{}
+	h.barredOrder = append(h.barredOrder, id)
 }
 
 // Len reports how many messages streamlet id holds.

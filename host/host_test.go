@@ -133,3 +133,23 @@ func TestSideWakersAndAdoption(t *testing.T) {
 		t.Fatal("a copy was adopted twice")
 	}
 }
+
+// TestSealUnknownBars: an id sealed before it was hosted is never
+// hosted afterwards (a manager that rebuilt the channel continued it
+// without that streamlet); other ids are hosted as usual.
+func TestSealUnknownBars(t *testing.T) {
+	h := New("h", time.Now)
+	id, other := h.NewID(), h.NewID()
+	if _, err := h.Seal(id, 0, ""); !errors.Is(err, role.ErrUnknownStreamlet) {
+		t.Fatalf("seal of an unknown id: %v", err)
+	}
+	g := role.Grant{Channel: "f", Epoch: 1, Streamlet: id, Host: "h", First: 1, LimitMsgs: 10, LimitSize: 1 << 10,
+		LeaseEnd: time.Now().Add(time.Minute).UnixNano()}
+	if err := h.HostStreamlet(g); !errors.Is(err, role.ErrSuccessorTaken) {
+		t.Fatalf("hosting a barred id: %v, want ErrSuccessorTaken", err)
+	}
+	g.Streamlet = other
+	if err := h.HostStreamlet(g); err != nil {
+		t.Fatalf("hosting another id: %v", err)
+	}
+}

@@ -52,6 +52,13 @@ type chanState struct {
 	// reports, beyond the open one. close() turns [end, floor) into a
 	// lost range. 0: none.
 	floor uint64
+	// unfound and unfoundHost: the successor that the newest reported
+	// streamlet names and no host reported, and the node chosen to host
+	// it (rebuildState). Another manager may be opening it right now (its
+	// record came first); Manager.writeGrant fences it at that node
+	// before it opens anything after it. 0: none.
+	unfound     uint64
+	unfoundHost string
 	// partial: built from listings made while this node had no quorum
 	// (a lookup); Manager.writeGrant rebuilds it before granting.
 	partial bool
@@ -475,6 +482,7 @@ func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Dura
 		end := max(cs.next+uint64(l.Msgs), clockBase)
 		cs.list = append(cs.list, role.StreamletRef{First: cs.next, End: end, Closed: true, Lost: true, Expires: exp})
 		cs.next = end
+		cs.unfound, cs.unfoundHost = lastH.Succ, lastH.SuccHost
 	}
 	if reach > cs.next {
 		cs.list = append(cs.list, role.StreamletRef{First: cs.next, End: reach, Closed: true, Lost: true, Expires: exp})

@@ -560,6 +560,27 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 			return role.Grant{}, err
 		}
 	}
+	if unfound, unfoundHost := mc.st.unfound, mc.st.unfoundHost; unfound != 0 {
+		// The rebuild found a successor recorded and hosted nowhere: its
+		// manager died while opening it, or is opening it now (it won the
+		// record; a view that disagreed for a moment sent the channel's
+		// writers here too). Sealing the id at the node chosen for it
+		// bars it there (a host refuses to host an id it was asked to
+		// seal before, host.Host.Seal), so that manager cannot continue
+		// the channel beside this one; if it is hosted already, the
+		// channel is rebuilt with it (ErrSuccessorTaken) and continues
+		// after it.
+		mc.mu.Unlock()
+		if h := m.hostOf(unfoundHost); h != nil {
+			if _, err := h.Seal(unfound, 0, ""); err == nil {
+				return role.Grant{}, fmt.Errorf("%w: successor %d of %q was hosted meanwhile", role.ErrSuccessorTaken, unfound, channel)
+			}
+		}
+		mc.mu.Lock()
+		if mc.st.unfound == unfound {
+			mc.st.unfound, mc.st.unfoundHost = 0, ""
+		}
+	}
 	var exclude []string
 	for tries := 0; tries < 4; tries++ {
 		cs := mc.st
@@ -606,7 +627,11 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 		// it, every replica it forwards to exists.
 		failed := ""
 		for i := len(hosts) - 1; i >= 0; i-- {
-			if err := hosts[i].HostStreamlet(hg); err != nil {
+			if err := hosts[i].HostStreamlet(hg); errors.Is(err, role.ErrSuccessorTaken) {
+				// Barred: another manager rebuilt the channel and
+				// continued it without this streamlet (above).
+				return role.Grant{}, err
+			} else if err != nil {
 				failed = set[i]
 				break
 			}

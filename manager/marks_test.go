@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -226,5 +227,76 @@ func TestMarksExpire(t *testing.T) {
 	m.Tick(now)
 	if mk := m.Marks("x"); len(mk) != 0 || len(m.marks) != 0 {
 		t.Fatalf("after expiry: marks %+v, %d kept", mk, len(m.marks))
+	}
+}
+
+// TestUnfoundSuccessorIsBarred: manager b rebuilds a channel whose newest
+// streamlet X names a successor Y that no host reports: another manager
+// recorded Y on X's host and has not hosted it yet (a view that disagreed
+// for a moment; pause-manager of the fault suite) or died. b continues
+// above a lost range, and first seals Y at the node chosen for it (barring it there), which
+// then refuses to host Y: the other manager cannot continue the channel
+// beside b (it rebuilds and finds b's streamlet). When Y was hosted
+// meanwhile, b continues after it instead. Without the bar both
+// managers continued the channel, and the readers of each missed the
+// other's messages.
+func TestUnfoundSuccessorIsBarred(t *testing.T) {
+	for _, hostedMeanwhile := range []bool{false, true} {
+		now := time.Unix(1_800_000_000, 0)
+		clock := func() time.Time { return now }
+		l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
+		cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
+			prefer: []string{"c"}, quorate: true}
+		for _, n := range []string{"a", "b", "c"} {
+			cl.hosts[n] = host.New(n, clock)
+		}
+		mb := New(Config{Node: "b", Host: cl.hosts["b"], NewID: cl.hosts["b"].NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
+		mb.SetCluster(cl)
+		const ch = "race"
+		gx, err := mb.WriteGrant(ch, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := cl.hosts["c"].Streamlet(gx.Streamlet)
+		for i := 0; i < 3; i++ {
+			if _, err := s.Append([]byte("x"), now.UnixNano()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The other manager seals X, records Y (to be hosted on a) and
+		// has not hosted it yet.
+		y := cl.hosts["a"].NewID()
+		end, err := cl.hosts["c"].Seal(gx.Streamlet, y, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gy := role.Grant{Channel: ch, Epoch: gx.Epoch, Streamlet: y, Host: "a", First: end, LimitMsgs: 100, LimitSize: 1 << 20,
+			LeaseEnd: now.Add(l.Life).UnixNano()}
+		if hostedMeanwhile {
+			if err := cl.hosts["a"].HostStreamlet(gy); err != nil {
+				t.Fatal(err)
+			}
+			mb.ForgetAll() // b rebuilds while Y is listed: the case where no bar is needed
+			cl.hosts["a"].Streamlet(y).Append([]byte("y"), now.UnixNano())
+			cl.down["a"] = true // ... but its listing misses it
+			mb.Info(ch, false)
+			cl.down["a"] = false
+		}
+		g, err := mb.WriteGrant(ch, gx.Streamlet)
+		if err != nil {
+			t.Fatalf("hosted meanwhile %v: %v", hostedMeanwhile, err)
+		}
+		if hostedMeanwhile {
+			if g.First != end+1 || g.Streamlet == y {
+				t.Fatalf("granted %+v; want a streamlet after Y, at %d", g, end+1)
+			}
+			continue
+		}
+		if g.Streamlet == y || g.First <= end {
+			t.Fatalf("granted %+v; want one above X's end %d, not Y", g, end)
+		}
+		if err := cl.hosts["a"].HostStreamlet(gy); !errors.Is(err, role.ErrSuccessorTaken) {
+			t.Fatalf("the other manager hosted Y after b continued the channel: %v", err)
+		}
 	}
 }
