@@ -254,7 +254,15 @@ func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) 
 	if len(set) == 0 {
 		set = []string{ref.Host}
 	}
-	meta.Replicas = append([]string{c.self}, set...)
+	// Without this node in the rest: the holder's record may still name
+	// it (a replica this node was before it restarted), and a set with a
+	// repeated name is malformed in LIST.
+	meta.Replicas = []string{c.self}
+	for _, n := range set {
+		if n != c.self && !slices.Contains(meta.Replicas, n) {
+			meta.Replicas = append(meta.Replicas, n)
+		}
+	}
 	if len(meta.Replicas) > 16 {
 		meta.Replicas = meta.Replicas[:16]
 	}

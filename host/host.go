@@ -596,6 +596,13 @@ func (h *Host) SetDraining() int {
 		if s.buf.Sealed() {
 			continue
 		}
+		if r := s.Replicas(); len(r) > 1 && r[0] != h.node {
+			// A follower's replica: its orderer (and the channel's
+			// manager, which sees this node drain) seals the streamlet
+			// on every replica; sealing it here alone would stall the
+			// orderer's acknowledgements.
+			continue
+		}
 		_, _ = s.seal(0, "")
 		n++
 	}

@@ -163,6 +163,19 @@ func (m *Manager) copyTo(a Action) error {
 		} else if _, serr := host.Seal(a.Ref.ID, succ, succHost); serr != nil {
 			err = fmt.Errorf("recording the successor on %s: %w", to, serr)
 		}
+		if errors.Is(err, role.ErrSuccessorTaken) {
+			// The copy carries a successor its holder recorded that is
+			// not the one this list has: another manager continued the
+			// channel (this list is stale: it is rebuilt from the hosts,
+			// as a grant's would be), or the holder's record is of a
+			// successor never opened. Either way the new holder records
+			// that something follows the streamlet, which is what keeps a
+			// rebuild from reusing positions after it; so it becomes a
+			// holder all the same (if the rebuilt list still names the
+			// same set), instead of failing at every tick.
+			m.rebuildInPlace(mc, a.Channel)
+			err = nil
+		}
 		mc.mu.Lock()
 		mc.opening = nil
 		for _, node := range op.down {
@@ -205,4 +218,16 @@ func (m *Manager) CopyStats() (done, failed int64, running int, waiting int64) {
 	running = len(m.copying)
 	m.cmu.Unlock()
 	return m.copiesDone.Load(), m.copiesFail.Load(), running, m.wantCopy.Load()
+}
+
+// drainingReplica reports whether one of ref's holders is alive (its Host
+// role reachable) but not Usable: it drains, so the open streamlet ref is
+// closed now and writing continues on usable nodes.
+func drainingReplica(m *Manager, ref role.StreamletRef) bool {
+	for _, n := range ref.Set() {
+		if !m.cl.Usable(n) && m.hostOf(n) != nil {
+			return true
+		}
+	}
+	return false
 }

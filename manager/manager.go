@@ -944,8 +944,8 @@ func (m *Manager) Tick(now time.Time) []Action {
 			// list and the host never disagree); another node's is an
 			// action for Do.
 			ref, ok := cs.leaseOver(ns)
-			if o, open := cs.open(); !ok && open && m.cl != nil && !m.cl.Usable(o.Host) && m.hostOf(o.Host) != nil {
-				ref, ok = o, true // its host is alive but drains (and sealed it): close it now
+			if o, open := cs.open(); !ok && open && m.cl != nil && drainingReplica(m, o) {
+				ref, ok = o, true // a replica is alive but drains: close it now
 			}
 			if ok {
 				if ref.Host == m.cfg.Node && len(ref.Replicas) <= 1 {
