@@ -173,7 +173,7 @@ func (m *Manager) copyTo(a Action) error {
 			// rebuild from reusing positions after it; so it becomes a
 			// holder all the same (if the rebuilt list still names the
 			// same set), instead of failing at every tick.
-			m.rebuildInPlace(mc, a.Channel)
+			m.rebuildInPlace(mc, a.Channel, "a copy found another successor recorded than this list has; rebuilt it")
 			err = nil
 		}
 		mc.mu.Lock()
