@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +71,18 @@ func TestReplication_EveryStreamletOnNDistinctNodes(t *testing.T) {
 // any of them (a GAP may cover only positions never acknowledged).
 func replicatedFailover(t *testing.T, a, b, victim *Server, ch string, ready func() bool) {
 	t.Helper()
+	replicatedFailoverN(t, a, b, ch, func() []*Server {
+		if ready == nil || ready() {
+			return []*Server{victim}
+		}
+		return nil
+	})
+}
+
+// replicatedFailoverN is replicatedFailover killing, at once, the nodes
+// victims returns once it returns any.
+func replicatedFailoverN(t *testing.T, a, b *Server, ch string, victims func() []*Server) {
+	t.Helper()
 	sub, _ := helloRaw(t, b.Addr())
 	sub.subscribe(1, ch, wire.StartLive, 0)
 	pub, _ := helloRaw(t, a.Addr())
@@ -82,9 +95,16 @@ func replicatedFailover(t *testing.T, a, b, victim *Server, ch string, ready fun
 		if time.Now().After(deadline) {
 			t.Fatalf("publishing did not resume: killed %v, %d refused, %d acked after the kill", killed, refused, afterKill)
 		}
-		if !killed && i >= 130 && (ready == nil || ready()) {
-			kill(victim)
-			killed = true
+		if !killed && i >= 130 {
+			if vs := victims(); len(vs) > 0 {
+				var wg sync.WaitGroup
+				for _, v := range vs {
+					wg.Add(1)
+					go func() { defer wg.Done(); kill(v) }()
+				}
+				wg.Wait()
+				killed = true
+			}
 		}
 		o, err := publishTolerant(pub, ch, i)
 		if err != nil {
@@ -171,4 +191,47 @@ func TestReplication_ManagerDiesNothingAckedLost(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "c", "mgrdeath")
 	replicatedFailover(t, a, b, c, ch, nil)
+}
+
+// TestReplication_N3TwoNodesDieAtOnce: N = 3 on five nodes (so that three
+// survivors keep the majority): the two replicas of the open streamlet
+// that neither publisher nor subscriber is connected to are killed at
+// once during acknowledged publishing; the subscriber gets every
+// acknowledged message once, in order, none announced lost.
+func TestReplication_N3TwoNodesDieAtOnce(t *testing.T) {
+	mutate := withReplicas(3)
+	a := startNode(t, "a", nil, mutate)
+	seed := []string{a.clu().GossipAddr()}
+	nodes := map[string]*Server{"a": a}
+	for _, n := range []string{"b", "c", "d", "e"} {
+		nodes[n] = startNode(t, n, seed, mutate)
+	}
+	eventually(t, waitFor, "five members everywhere", func() bool {
+		for _, s := range nodes {
+			if s.clu().Alive() != 5 {
+				return false
+			}
+		}
+		return true
+	})
+	ch := channelManagedBy(t, a, "a", "n3")
+	replicatedFailoverN(t, a, nodes["b"], ch, func() []*Server {
+		info, _ := a.mgr.Info(ch, false)
+		n := len(info.Streamlets)
+		if n == 0 {
+			return nil
+		}
+		open := info.Streamlets[n-1]
+		held := info.Next - open.First
+		var vs []*Server
+		for _, r := range open.Set() {
+			if r != "a" && r != "b" {
+				vs = append(vs, nodes[r])
+			}
+		}
+		if open.Closed || len(open.Set()) != 3 || len(vs) != 2 || held < 5 || held > 80 {
+			return nil
+		}
+		return vs
+	})
 }

@@ -124,8 +124,14 @@ func (p *Probe) List(channel string) ([]role.Hosted, error) {
 	for i := 0; i < n; i++ {
 		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: p.node}
 		f := d.U8()
-		h.Sealed = f&1 != 0
+		h.Sealed, h.Fenced, h.Final = f&1 != 0, f&2 != 0, f&4 != 0
 		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
+		if f&8 != 0 { // REPLICATED: the entry ends with its replica set (PROTOCOL.md 9.5)
+			n := int(d.U8())
+			for k := 0; k < n && d.Err() == nil; k++ {
+				h.Replicas = append(h.Replicas, d.Str8())
+			}
+		}
 		if f&0x10 != 0 {
 			continue // a former manager's mark, not a streamlet (PROTOCOL.md 9.5)
 		}
