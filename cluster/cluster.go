@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/internal/owned"
 	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/membership"
 	"github.com/sluice-rtm/sluice/placement"
@@ -188,6 +189,10 @@ type Cluster struct {
 
 	linkFailures atomic.Int64 // links that ended other than by shutdown
 
+	// owned counts the cluster's goroutines that have not ended
+	// (internal/owned): 0 once Shutdown or Halt returned.
+	owned owned.Count
+
 	// snd holds the senders of the streamlets this node orders
 	// (replicate.go); replSent and replHeld count forwarded records.
 	snd                senders
@@ -268,7 +273,7 @@ func New(cfg Config) *Cluster {
 	}
 	c.startPool()
 	c.wg.Add(1)
-	go c.interestWorker()
+	c.owned.Go(c.interestWorker, c.wg.Done)
 	return c
 }
 
@@ -293,8 +298,8 @@ func (c *Cluster) Start(clientAddr string) error {
 	c.ml.Store(ml)
 	c.refresh()
 	c.wg.Add(2)
-	go c.run()
-	go c.heartbeats()
+	c.owned.Go(c.run, c.wg.Done)
+	c.owned.Go(c.heartbeats, c.wg.Done)
 	c.log.Info("sluice cluster node", "node", c.self, "gossip", ml.Addr(), "client", c.clientAddr)
 	return nil
 }
@@ -315,7 +320,6 @@ func (c *Cluster) encodeMeta() []byte {
 
 // run refreshes the view on membership changes and reports load.
 func (c *Cluster) run() {
-	defer c.wg.Done()
 	every := c.opts.ReportInterval
 	if every <= 0 {
 		every = time.Second
@@ -435,7 +439,6 @@ type interestReq struct {
 // interestWorker sends the queued interest in order (one goroutine, owned
 // by the Cluster, until Shutdown).
 func (c *Cluster) interestWorker() {
-	defer c.wg.Done()
 	for {
 		c.imu.Lock()
 		if len(c.iq) == 0 {
@@ -723,11 +726,10 @@ func (c *Cluster) markDown(node string) {
 		}
 		c.mu.Unlock()
 		if !stopped {
-			go func() {
-				defer c.wg.Done()
+			c.owned.Go(func() {
 				c.nodeGone(node)
 				c.reinterest()
-			}()
+			}, c.wg.Done)
 		}
 	}
 }
@@ -769,8 +771,7 @@ func (c *Cluster) listAll(channel string) []role.Hosted {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		c.owned.Go(func() {
 			var hs []role.Hosted
 			var err error
 			if n == c.self {
@@ -786,7 +787,7 @@ func (c *Cluster) listAll(channel string) []role.Hosted {
 			mu.Lock()
 			out = append(out, hs...)
 			mu.Unlock()
-		}()
+		}, wg.Done)
 	}
 	wg.Wait()
 	return out
@@ -1444,3 +1445,7 @@ func (c *Cluster) Halt() {
 	c.wg.Wait()
 	c.poolWG.Wait()
 }
+
+// Goroutines returns how many of the cluster's own goroutines are running
+// (for tests: 0 the moment Shutdown or Halt returned).
+func (c *Cluster) Goroutines() int { return c.owned.Running() }

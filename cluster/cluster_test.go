@@ -250,7 +250,10 @@ func (nopGateway) CutOff()                     {}
 
 // TestShutdown_StopsEveryGoroutine: the pool's workers, the interest
 // worker and the pool's running calls end with Shutdown, and Go refuses
-// work afterwards.
+// work afterwards. The cluster's own goroutines are counted the instant
+// Shutdown returns (internal/owned), with no grace period: a call still
+// running then (its 200 ms stand for a request waiting for the network)
+// fails it, though goleak's retries, which follow, would let it pass.
 func TestShutdown_StopsEveryGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	h := host.New("a", time.Now)
@@ -264,8 +267,16 @@ func TestShutdown_StopsEveryGoroutine(t *testing.T) {
 		t.Fatal("Go refused work on a running cluster")
 	}
 	<-ran
+	started := make(chan struct{})
+	if !c.Go(func() { close(started); time.Sleep(200 * time.Millisecond) }) {
+		t.Fatal("Go refused work on a running cluster")
+	}
+	<-started
 	c.Interest("ch", 1) // the interest worker runs it (this node manages everything)
 	c.Shutdown()
+	if n := c.Goroutines(); n != 0 {
+		t.Fatalf("%d of the cluster's goroutines still run when Shutdown returned", n)
+	}
 	if c.Go(func() {}) {
 		t.Fatal("Go took work after Shutdown")
 	}

@@ -50,7 +50,6 @@ func linkDead(now, lastRecv int64, timeout time.Duration) bool {
 // heartbeats runs heartbeat every heartbeatEvery until the cluster
 // stops (its own goroutine: refresh may wait for peers).
 func (c *Cluster) heartbeats() {
-	defer c.wg.Done()
 	t := time.NewTicker(c.heartbeatEvery())
 	defer t.Stop()
 	for {
@@ -120,8 +119,7 @@ func (c *Cluster) redial() {
 		return
 	}
 	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.owned.Go(func() {
 		defer c.redialing.Store(false)
 		for _, name := range todo {
 			select {
@@ -131,5 +129,5 @@ func (c *Cluster) redial() {
 			}
 			c.linkTo(name, true)
 		}
-	}()
+	}, c.wg.Done)
 }

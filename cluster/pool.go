@@ -18,8 +18,7 @@ func (c *Cluster) startPool() {
 	c.jobs = make(chan func(), poolQueue)
 	for range poolWorkers {
 		c.poolWG.Add(1)
-		go func() {
-			defer c.poolWG.Done()
+		c.owned.Go(func() {
 			for {
 				select {
 				case <-c.stop:
@@ -28,7 +27,7 @@ func (c *Cluster) startPool() {
 					fn()
 				}
 			}
-		}()
+		}, c.poolWG.Done)
 	}
 }
 

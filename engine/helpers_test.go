@@ -40,6 +40,9 @@ func startTest(t testing.TB, mutate func(*Options)) *Server {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
+		if n := s.ownedRunning(); n != 0 {
+			t.Errorf("%d of the server's own goroutines still run when Shutdown returned", n)
+		}
 	})
 	return s
 }
@@ -581,4 +584,16 @@ func testLogOut() io.Writer {
 func (s *Server) clu() *cluster.Cluster {
 	p, _ := s.plane.(clusterPlane)
 	return p.cl
+}
+
+// ownedRunning counts the goroutines the server and its cluster layer
+// started that have not ended (internal/owned), at this instant: no
+// retries, unlike goleak, so a goroutine its owner does not wait for is
+// caught even if it would end a moment later.
+func (s *Server) ownedRunning() int {
+	n := s.owned.Running()
+	if cl := s.clu(); cl != nil {
+		n += cl.Goroutines()
+	}
+	return n
 }

@@ -405,12 +405,11 @@ func (s *Server) startMetrics() error {
 	s.metricsAddr = ln.Addr().String()
 	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	s.httpDone = make(chan struct{})
-	go func() { // owned by the Server: stopMetrics waits for it
-		defer close(s.httpDone)
+	s.owned.Go(func() { // owned by the Server: stopMetrics waits for it
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Warn("metrics listener stopped", "err", err)
 		}
-	}()
+	}, func() { close(s.httpDone) })
 	s.log.Info("metrics listening", "addr", s.metricsAddr)
 	return nil
 }

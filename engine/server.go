@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/benchhook"
+	"github.com/sluice-rtm/sluice/internal/owned"
 	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -92,6 +93,10 @@ type Server struct {
 	outTotal atomic.Int64
 
 	security // auth, limits, TLS, metrics (security.go)
+
+	// owned counts the goroutines the server started that have not
+	// ended (internal/owned): 0 once Shutdown returned.
+	owned owned.Count
 }
 
 // Start validates opts, starts the event loops and the lifecycle ticker,
@@ -141,14 +146,14 @@ func Start(opts Options) (*Server, error) {
 		s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", opts.Replicas)
 	}
 
-	ww, err := newWriteWatch()
+	ww, err := newWriteWatch(&s.owned)
 	if err != nil {
 		s.plane.shutdown() // the cluster's pool and workers
 		return nil, fmt.Errorf("engine: write watch: %w", err)
 	}
 	s.ww = ww
 	h := &handler{srv: s}
-	go func() {
+	s.owned.Go(func() {
 		err := gnet.Run(h, "tcp://"+opts.Listen, append([]gnet.Option{
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(opts.Loops),
@@ -163,8 +168,7 @@ func Start(opts Options) (*Server, error) {
 		}
 		s.stopped.Store(true)
 		s.ww.close() // the loops are gone: nothing arms it any more
-		close(s.done)
-	}()
+	}, func() { close(s.done) })
 	if err := <-s.booted; err != nil {
 		s.plane.shutdown()
 		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
@@ -187,7 +191,7 @@ func Start(opts Options) (*Server, error) {
 		<-s.done
 		return nil, err
 	}
-	go s.ticker()
+	s.owned.Go(s.ticker, func() { close(s.tickDone) })
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
 	if s.plainLinks && opts.Cluster != nil {
 		s.log.Warn("benchmark switch benchhook.SetPlainNodeLinks is on: node links are authenticated but NOT encrypted or integrity-protected")
@@ -268,7 +272,6 @@ func (s *Server) tickInterval() time.Duration {
 // ticker drives time-based decisions: streamlet leases, expiry and the
 // loops' sweeps.
 func (s *Server) ticker() {
-	defer close(s.tickDone)
 	t := time.NewTicker(s.tickInterval())
 	defer t.Stop()
 	// The retention budget is checked more often than the lifecycle

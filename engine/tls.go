@@ -127,7 +127,7 @@ func (s *Server) startTLS() error {
 		return errors.New("engine: stopped while starting")
 	}
 	b.wg.Add(1)
-	go b.accept()
+	s.owned.Go(b.accept, b.wg.Done)
 	s.log.Info("sluice TLS listening", "addr", b.addr)
 	return nil
 }
@@ -146,7 +146,7 @@ func (s *Server) waitTLS(ctx context.Context) {
 		return
 	}
 	done := make(chan struct{})
-	go func() { s.tlsBr.wg.Wait(); close(done) }()
+	s.owned.Go(s.tlsBr.wg.Wait, func() { close(done) })
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -159,7 +159,7 @@ func (s *Server) waitWSS(ctx context.Context) {
 		return
 	}
 	done := make(chan struct{})
-	go func() { s.wssBr.wg.Wait(); close(done) }()
+	s.owned.Go(s.wssBr.wg.Wait, func() { close(done) })
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -167,7 +167,6 @@ func (s *Server) waitWSS(ctx context.Context) {
 }
 
 func (b *tlsBridge) accept() {
-	defer b.wg.Done()
 	var delay time.Duration
 	for {
 		raw, err := b.ln.Accept()
@@ -190,13 +189,12 @@ func (b *tlsBridge) accept() {
 			continue
 		}
 		b.wg.Add(1)
-		go b.serve(raw)
+		b.s.owned.Go(func() { b.serve(raw) }, b.wg.Done)
 	}
 }
 
 // serve completes the TLS handshake of raw and bridges it into the engine.
 func (b *tlsBridge) serve(raw net.Conn) {
-	defer b.wg.Done()
 	s := b.s
 	tc := tls.Server(raw, b.cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
@@ -216,10 +214,7 @@ func (b *tlsBridge) serve(raw net.Conn) {
 		return
 	}
 	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.copyIn(tc, ours)
-	}()
+	s.owned.Go(func() { b.copyIn(tc, ours) }, b.wg.Done)
 	b.copyOut(ours, tc)
 }
 

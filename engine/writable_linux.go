@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"github.com/sluice-rtm/sluice/internal/owned"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +29,7 @@ type writeWatch struct {
 	done  chan struct{}
 }
 
-func newWriteWatch() (*writeWatch, error) {
+func newWriteWatch(cnt *owned.Count) (*writeWatch, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -45,12 +46,11 @@ func newWriteWatch() (*writeWatch, error) {
 		return nil, err
 	}
 	w := &writeWatch{epfd: epfd, efd: efd, conns: make(map[uint32]*conn), done: make(chan struct{})}
-	go w.run()
+	cnt.Go(w.run, func() { close(w.done) })
 	return w, nil
 }
 
 func (w *writeWatch) run() {
-	defer close(w.done)
 	evs := make([]unix.EpollEvent, 64)
 	for {
 		n, err := unix.EpollWait(w.epfd, evs, -1)

@@ -367,11 +367,11 @@ func (s *Server) startWS() error {
 		b := &tlsBridge{s: s, ln: ln, cfg: cfg, sem: make(chan struct{}, maxTLSHandshakes), addr: s.wsAddr, ws: true}
 		s.wsTLS, s.wssBr = true, b
 		b.wg.Add(1)
-		go b.accept()
+		s.owned.Go(b.accept, b.wg.Done)
 	} else {
 		a := &wsAcceptor{s: s, ln: ln, done: make(chan struct{})}
 		s.wsAcc = a
-		go a.accept()
+		s.owned.Go(a.accept, func() { close(a.done) })
 	}
 	s.log.Info("sluice WebSocket listening", "url", s.WSURL())
 	return nil
@@ -389,7 +389,6 @@ func (s *Server) stopWSAccept() {
 }
 
 func (a *wsAcceptor) accept() {
-	defer close(a.done)
 	var delay time.Duration
 	for {
 		raw, err := a.ln.Accept()
