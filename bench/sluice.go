@@ -32,10 +32,11 @@ type SluiceDriver struct {
 	// handles a connection's frames in order). PublishAcked and
 	// PublishAsync stay acknowledged.
 	NoAck bool
-	// Compression is the S2 threshold (client.WithCompression): 0 keeps
-	// the SDK's default (payloads of 512 bytes and more are sent
+	// Compression is the S2 threshold (client.WithCompression): a
+	// positive value turns S2 on (payloads of that size and more are sent
 	// compressed when that is smaller, and the server compresses their
-	// DATA for these clients), a negative value turns S2 off.
+	// DATA for these clients); 0 keeps the SDK's default (off), and a
+	// negative value is off too.
 	Compression int
 }
 

@@ -157,7 +157,7 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 }
 
 // features returns the feature bits the client offers in HELLO: message
-// headers and ids, and S2 unless WithCompression(0). A server that does not
+// headers and ids, and S2 when WithCompression turned it on. A server that does not
 // echo FeatureHeaders is talked to as before, and publishing headers to it
 // fails with ErrHeadersUnsupported; one that does not echo FeatureS2 gets
 // and sends nothing compressed.

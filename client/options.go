@@ -65,20 +65,23 @@ func defaultOptions() options {
 		logger:      slog.New(slog.DiscardHandler),
 		dialTimeout: DefaultDialTimeout,
 		maxBody:     DefaultMaxBody,
-		compressMin: DefaultCompressMin,
 	}
 }
 
-// DefaultCompressMin is the default of WithCompression: publishes whose
-// payload (with id and headers) is at least 512 bytes are compressed.
+// DefaultCompressMin is the threshold to pass to WithCompression when in
+// doubt: publishes whose payload (with id and headers) is at least 512
+// bytes are compressed. S2 is off unless WithCompression turns it on.
 const DefaultCompressMin = wire.DefaultS2Threshold
 
-// WithCompression sets S2 compression (PROTOCOL.md 2.15): the client offers
+// WithCompression turns on S2 compression (PROTOCOL.md 2.15; off by
+// default, as in NATS's and Kafka's clients: on loopback and a LAN the CPU
+// it costs outweighs the bytes it saves, BENCHMARKS.md): the client offers
 // wire.FeatureS2, and when the server accepts it, a publish whose payload,
-// with its id and headers, is at least minSize bytes (default 512) is sent
+// with its id and headers, is at least minSize bytes (DefaultCompressMin = 512 is a good start) is sent
 // as an S2 block if that is smaller; the server then sends this
 // connection's subscriptions large DATA batches compressed too.
-// WithCompression(0) turns S2 off (not offered, nothing compressed).
+// WithCompression(0), the default, keeps S2 off (not offered, nothing
+// compressed).
 // Compression costs CPU on both sides; it pays for text-like payloads
 // (JSON: about 0.4 of the size) on slow or metered links, not for
 // already-compressed data, which the size check then sends as it is.

@@ -45,7 +45,7 @@ func (fc *fakeConn) readPublishInflated(maxPayload int) (wire.Header, []byte) {
 
 func TestPublishCompressed(t *testing.T) {
 	f := newFakeServer(t)
-	c, fc := connect(t, f, s2Welcome())
+	c, fc := connect(t, f, s2Welcome(), WithCompression(DefaultCompressMin))
 	big := jsonPayload(4096)
 	random := make([]byte, 4096)
 	for i := range random {
@@ -147,7 +147,7 @@ func (fc *fakeConn) wantDropped() {
 
 func TestDataCompressed(t *testing.T) {
 	f := newFakeServer(t)
-	c, fc := connect(t, f, s2Welcome())
+	c, fc := connect(t, f, s2Welcome(), WithCompression(DefaultCompressMin))
 	sub, s := subscribeFake(t, c, fc, wire.Subscribed{First: 1, Next: 1, Epoch: 1})
 	p1, p2 := jsonPayload(2000), jsonPayload(3000)
 	run := wire.AppendRecord(nil, p1)

@@ -281,7 +281,7 @@ func TestS2PublishAndData(t *testing.T) {
 	plain, _ := helloFeat(t, s.Addr(), 0)
 	zsub.subscribe(1, "z", wire.StartLive, 0)
 	plain.subscribe(2, "z", wire.StartLive, 0)
-	cl, err := client.Dial(context.Background(), s.Addr())
+	cl, err := client.Dial(context.Background(), s.Addr(), client.WithCompression(client.DefaultCompressMin))
 	if err != nil {
 		t.Fatal(err)
 	}

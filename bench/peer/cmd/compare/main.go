@@ -110,7 +110,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	bench.AddFlags(fs, &o.base, &o.quick)
 	fs.IntVar(&o.runs, "runs", 3, "runs of each scenario per system, alternated, `N`")
 	fs.StringVar(&o.serverMode, "server", "proc", "where the servers run: `proc` (child processes) or inproc (this process)")
-	fs.IntVar(&sluiceS2, "sluice-s2", 0, "Sluice clients' S2 threshold in `BYTES` (client.WithCompression; 0: the SDK's default, 512; -1: S2 off, as the relay and NATS carry the payload)")
+	fs.IntVar(&sluiceS2, "sluice-s2", 0, "Sluice clients' S2 threshold in `BYTES` (client.WithCompression; 0: the SDK's default, off; -1: off too; e.g. 512 turns it on)")
 	fs.BoolVar(&sluiceNoAck, "sluice-noack", true, "Sluice's fire-and-forget publishers (pub, pubsub, fanout, nm, latency) use PublishNoAck, like NATS core's Publish; false: pipelined acknowledged publishes")
 	fs.StringVar(&o.sluiceAddr, "sluice-addr", "", "use the Sluice server at `HOST:PORT` instead of starting one")
 	fs.StringVar(&o.natsURL, "nats-url", "", "use the NATS server at `URL` (JetStream enabled) instead of starting one")
