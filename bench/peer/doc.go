@@ -6,4 +6,8 @@
 //
 // The scenarios themselves are those of package bench; cmd/compare runs
 // them against Sluice and NATS alternately and prints the ratio.
+// cmd/rbench starts a 3-node Sluice cluster and a 3-node nats-server
+// cluster (StartClusterNode) with a JetStream stream of 3 replicas
+// (CreateReplicatedStream) and measures replicated acknowledged publishing
+// on both, alternately.
 package peer
