@@ -390,6 +390,55 @@ func (cs *chanState) info(openLen int) role.ChannelInfo {
 // "Positions are never reused"). With nothing reported the channel starts
 // a new incarnation at that clock base.
 func rebuildState(now time.Time, l role.Limits, hs []role.Hosted, skew time.Duration) *chanState {
+	cs := rebuildList(now, l, hs, skew)
+	short := missingReplicas(hs)
+	for _, s := range cs.list {
+		if s.ID != 0 && !s.Lost && short[s.ID] {
+			if cs.recover == nil {
+				cs.recover = make(map[uint64]bool)
+			}
+			cs.recover[s.ID] = true
+		}
+	}
+	return cs
+}
+
+// missingReplicas returns the replicated streamlets of the reports hs
+// whose recorded replica set names a node that did not report them (pure;
+// for rebuildState). Such a streamlet lost a replica before this manager
+// knew the channel (a replica died with the channel's manager, or the
+// NodeDown that would have recovered it ran at a manager that died): its
+// orderer still counts the missing follower, so it shows no record the
+// follower did not confirm, and a seal there would end the streamlet at
+// what it wrote rather than at what it shows. The rebuilt channel marks
+// it for recovery, as NodeDown does (recovery.go).
+func missingReplicas(hs []role.Hosted) map[uint64]bool {
+	reported := make(map[uint64][]string)
+	for _, h := range hs {
+		if !h.Mark && len(h.Replicas) > 1 {
+			reported[h.ID] = append(reported[h.ID], h.Host)
+		}
+	}
+	var out map[uint64]bool
+	for _, h := range hs {
+		if h.Mark || len(h.Replicas) <= 1 || h.Lost {
+			continue
+		}
+		for _, n := range h.Replicas {
+			if !slices.Contains(reported[h.ID], n) {
+				if out == nil {
+					out = make(map[uint64]bool)
+				}
+				out[h.ID] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// rebuildList is rebuildState without the recovery marks.
+func rebuildList(now time.Time, l role.Limits, hs []role.Hosted, skew time.Duration) *chanState {
 	cs := newChanState(now.Add(skew), l)
 	var marks []role.Hosted
 	streamlets := make([]role.Hosted, 0, len(hs))
@@ -555,8 +604,8 @@ func mergeReplicas(hs []role.Hosted) []role.Hosted {
 func (cs *chanState) toCopy(usable func(node string) bool, busy func(id uint64) bool, dst []role.StreamletRef) []role.StreamletRef {
 	want := max(cs.limits.Replicas, 1)
 	for _, s := range cs.list {
-		if !s.Closed || s.Lost || s.ID == 0 || busy(s.ID) {
-			continue
+		if !s.Closed || s.Lost || s.ID == 0 || busy(s.ID) || cs.recover[s.ID] {
+			continue // (one that waits for recovery is copied once it is sealed where it ends)
 		}
 		set := s.Set()
 		n := 0

@@ -890,6 +890,9 @@ const (
 	// ActCopy copies the closed streamlet Ref, whose holder drains, to a
 	// node chosen by load and makes that node its holder (copy.go).
 	ActCopy
+	// ActRecover recovers the channel's replicated streamlets that a
+	// rebuild found short of a replica (missingReplicas, recovery.go).
+	ActRecover
 )
 
 // Action is a decision of Tick for Do to carry out: a call to a host, which
@@ -947,12 +950,20 @@ func (m *Manager) Tick(now time.Time) []Action {
 			if o, open := cs.open(); !ok && open && m.cl != nil && drainingReplica(m, o) {
 				ref, ok = o, true // a replica is alive but drains: close it now
 			}
-			if ok {
-				if ref.Host == m.cfg.Node && len(ref.Replicas) <= 1 {
-					m.sealRef(cs, ref, ns)
-				} else {
-					acts = append(acts, Action{Kind: ActSeal, Channel: mc.name, Ref: ref})
+			switch {
+			case len(cs.recover) > 0:
+				// A rebuild found streamlets short of a replica: they are
+				// recovered first (the open one too, whose lease may have
+				// ended: it is sealed at the next tick otherwise), before
+				// they are sealed, copied or read to their end; not while
+				// the state is partial (a grant rebuilds it first).
+				if !cs.partial {
+					acts = append(acts, Action{Kind: ActRecover, Channel: mc.name})
 				}
+			case ok && ref.Host == m.cfg.Node && len(ref.Replicas) <= 1:
+				m.sealRef(cs, ref, ns)
+			case ok:
+				acts = append(acts, Action{Kind: ActSeal, Channel: mc.name, Ref: ref})
 			}
 			expired = cs.expireRefs(ns, expired[:0])
 			for _, ref := range expired {
@@ -1001,6 +1012,8 @@ func (m *Manager) Do(acts []Action) {
 			}
 		case ActFree:
 			m.free([]role.StreamletRef{a.Ref})
+		case ActRecover:
+			m.recoverChannel(a.Channel, nil, 0)
 		case ActSeal:
 			if len(a.Ref.Replicas) > 1 {
 				// Sealed by its orderer or recovered, holding the

@@ -178,7 +178,10 @@ func (m *Manager) recoverRef(ref role.StreamletRef, succ uint64) (recoveryPlan, 
 // across the host calls and holds again when it returns. It fails only
 // with ErrSuccessorTaken (another manager continued the channel).
 func (m *Manager) closeRef(mc *mchan, ref role.StreamletRef, now int64) error {
-	if len(ref.Replicas) <= 1 {
+	// A rebuilt streamlet may have one survivor left (its list entry a
+	// single copy) and still wait for recovery: its orderer counts a
+	// replica that died (missingReplicas).
+	if len(ref.Replicas) <= 1 && !mc.st.recover[ref.ID] {
 		mc.mu.Unlock()
 		end, err := m.sealAt(ref)
 		mc.mu.Lock()
@@ -339,7 +342,7 @@ func (m *Manager) recoverChannel(channel string, nodes []string, closeID uint64)
 		delete(mc.st.recover, ref.ID) // recovered, or expired meanwhile
 	}
 	if !mc.unmanaged {
-		mc.st.recover = nil // all done (marks are set only here, under the opening)
+		mc.st.recover = nil // all done (marks are set only here, under the opening, and by a rebuild)
 	}
 	var readers []string
 	if m.cl != nil && len(mc.st.rnodes) > 0 {

@@ -147,3 +147,111 @@ func TestNodeDown_RecoversReplicatedStreamlets(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingReplicas: a rebuild marks for recovery the replicated
+// streamlets whose recorded set names a node that did not report them
+// (pure), whatever the missing node's place in the set; complete sets,
+// single copies, lost entries and marks are left alone.
+func TestMissingReplicas(t *testing.T) {
+	rep := func(id uint64, node string, set ...string) role.Hosted {
+		return role.Hosted{ID: id, Epoch: 1, First: 100, Host: node, Len: 5, Replicas: set}
+	}
+	for _, tc := range []struct {
+		name string
+		in   []role.Hosted
+		want map[uint64]bool
+	}{
+		{"complete", []role.Hosted{rep(1, "a", "a", "b"), rep(1, "b", "a", "b")}, nil},
+		{"a follower missing", []role.Hosted{rep(1, "a", "a", "d", "b"), rep(1, "b", "a", "d", "b")}, map[uint64]bool{1: true}},
+		{"the orderer missing", []role.Hosted{rep(1, "b", "d", "b")}, map[uint64]bool{1: true}},
+		{"only the orderer left", []role.Hosted{rep(1, "a", "a", "b"), rep(2, "a", "a", "b"), rep(2, "b", "a", "b")}, map[uint64]bool{1: true}},
+		{"single copies", []role.Hosted{{ID: 1, Host: "a", Len: 3}, {ID: 2, Host: "b", Len: 3, Replicas: []string{"b"}}}, nil},
+		{"lost, and a mark", []role.Hosted{{ID: 1, Host: "a", Replicas: []string{"a", "b"}, Lost: true},
+			{ID: 2, Host: "a", Replicas: []string{"a", "b"}, Mark: true}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := missingReplicas(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("missingReplicas = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRebuild_RecoversAReplicaThatDiedWithTheManager: the manager of a
+// channel and a follower of its streamlets die at once (the fault suite's
+// kill-two-r3: N = 3, two of five nodes killed). The orderer a wrote 5
+// records; the dead follower b had confirmed 3, so a shows 3, and would
+// never show more. The next manager learns of the channel only by its
+// rebuild, after b's NodeDown ran. It must recover the streamlet (fence
+// the survivors, seal them at what they all hold: a, the one left, holds
+// 5, never acknowledged but shown from now on) rather than grant it, whose
+// writes would never be acknowledged, or seal it at the orderer, which
+// ends it in the list at 5 while a shows 3 forever: readers wait at the
+// fourth and a copy of it never completes. Open: the next grant recovers
+// it; closed (sealed at its orderer before the deaths): the next tick
+// does, and only then is it copied.
+func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "open", true: "closed"}[closed], func(t *testing.T) {
+			now := time.Unix(1_800_000_000, 0)
+			clock := func() time.Time { return now }
+			c := newHosts(clock, "a", "b", "c")
+			m1 := replicaManager(t, c, 2, clock)
+			m1.cfg.Node = "m1"
+			g, err := m1.WriteGrant("ch", 0)
+			if err != nil || !reflect.DeepEqual(g.Set(), []string{"a", "b"}) {
+				t.Fatalf("grant %+v %v", g, err)
+			}
+			a, b := c.hs["a"].Streamlet(g.Streamlet), c.hs["b"].Streamlet(g.Streamlet)
+			for i := 0; i < 5; i++ {
+				if _, err := a.Append([]byte{byte(i)}, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := b.Replicate("a", g.Epoch, 0, 3, 0, false, func(i int) ([]byte, bool, int64) {
+				p, ext := a.Buf().GetHeldExt(i)
+				return p, ext, 1
+			}); err != nil {
+				t.Fatal(err)
+			}
+			a.Acked("b", 3)
+			if closed {
+				if _, err := c.hs["a"].Seal(g.Streamlet, 0, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// m1 and b die; m2 manages the channel from now on.
+			c.dead["b"] = true
+			m2 := replicaManager(t, c, 2, clock)
+			m2.cfg.Node = "m2"
+			if closed {
+				if _, ok := m2.Info("ch", true); !ok {
+					t.Fatal("m2 does not know the channel")
+				}
+				for _, act := range m2.Tick(now) {
+					if act.Kind == ActCopy {
+						t.Fatalf("a copy of streamlet %d before its recovery", act.Ref.ID)
+					}
+				}
+				m2.Do(m2.Tick(now))
+			}
+			g2, err := m2.WriteGrant("ch", 0)
+			if err != nil || g2.Streamlet == g.Streamlet {
+				t.Fatalf("m2's grant %+v %v: want a new streamlet after the recovered one", g2, err)
+			}
+			if g2.First != g.First+5 {
+				t.Fatalf("next streamlet starts at +%d, want +5 (what the survivors hold)", g2.First-g.First)
+			}
+			info, _ := m2.Info("ch", false)
+			if ref := info.Streamlets[0]; ref.ID != g.Streamlet || !ref.Closed || ref.Lost || ref.End != g.First+5 {
+				t.Fatalf("recovered entry %+v, want closed at +5", ref)
+			}
+			if n, final := a.Durable(); n != 5 || !final || !a.Buf().Sealed() {
+				t.Fatalf("a shows %d (final %v, sealed %v), want 5 and sealed: readers and copies read to the end", n, final, a.Buf().Sealed())
+			}
+			if m2.Recoveries() != 1 {
+				t.Fatalf("%d recoveries, want 1", m2.Recoveries())
+			}
+		})
+	}
+}
