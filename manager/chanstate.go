@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -90,6 +91,28 @@ func newChanState(now time.Time, l role.Limits) *chanState {
 // has been unused for at least ttl at now.
 func (cs *chanState) droppable(now int64) bool {
 	return len(cs.list) == 0 && cs.readers == 0 && now-cs.lastUse >= int64(cs.limits.TTL)
+}
+
+// due returns the earliest time (unix ns) at which a single node's Tick
+// has something to do for the channel as its state stands: the open
+// streamlet's lease end (leaseOver), the oldest closed streamlet's expiry
+// (expireRefs: Expires is non-decreasing, so the first entry's comes
+// first), or, for a channel that holds nothing and has no readers, the
+// time it becomes droppable. math.MaxInt64 when none applies (a channel
+// with readers and no streamlets): only a change of the state brings
+// something due.
+func (cs *chanState) due() int64 {
+	d := int64(math.MaxInt64)
+	if s, ok := cs.open(); ok {
+		d = s.LeaseEnd
+	}
+	if len(cs.list) > 0 && cs.list[0].Closed {
+		d = min(d, cs.list[0].Expires)
+	}
+	if len(cs.list) == 0 && cs.readers == 0 {
+		d = min(d, cs.lastUse+int64(cs.limits.TTL))
+	}
+	return d
 }
 
 // open returns the streamlet that is open, or false when a new one must be

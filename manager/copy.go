@@ -176,7 +176,7 @@ func (m *Manager) copyTo(a Action) error {
 			m.rebuildInPlace(mc, a.Channel, "a copy found another successor recorded than this list has; rebuilt it")
 			err = nil
 		}
-		mc.mu.Lock()
+		mc.lock()
 		mc.opening = nil
 		for _, node := range op.down {
 			mc.st.hostDown(node, m.now().UnixNano())

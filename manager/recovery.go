@@ -184,7 +184,7 @@ func (m *Manager) closeRef(mc *mchan, ref role.StreamletRef, now int64) error {
 	if len(ref.Replicas) <= 1 && !mc.st.recover[ref.ID] {
 		mc.mu.Unlock()
 		end, err := m.sealAt(ref)
-		mc.mu.Lock()
+		mc.lock()
 		m.recordSeal(mc.st, ref, end, err, now)
 		return nil
 	}
@@ -192,13 +192,13 @@ func (m *Manager) closeRef(mc *mchan, ref role.StreamletRef, now int64) error {
 	mc.mu.Unlock()
 	if !recover && !ref.Closed {
 		if end, err := m.sealAt(ref); err == nil {
-			mc.mu.Lock()
+			mc.lock()
 			mc.st.close(ref.ID, end, now)
 			return nil
 		}
 	}
 	p, err := m.recoverRef(ref, succ)
-	mc.mu.Lock()
+	mc.lock()
 	if err != nil {
 		return err
 	}
