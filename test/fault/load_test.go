@@ -200,11 +200,14 @@ type faultCase struct {
 	// noLoss: no acknowledged message may be announced lost either (the
 	// streamlets are replicated and fewer nodes than replicas died).
 	noLoss bool
-	// lateSubs are the indexes of nodes on which, once publishing ended,
-	// subscribers replay every channel from its first position: they read
+	// replay: once publishing ended, subscribers on every node still
+	// running replay every channel from its first position: they read
 	// what the cluster still holds after the fault (a node without live
-	// subscribers holds no copies of its own).
-	lateSubs []int
+	// subscribers holds no copies of its own: it reads its replicas or the
+	// surviving ones).
+	replay bool
+	// nodes is the size of the topology (0: three, a, b and c).
+	nodes int
 }
 
 // Timing of every case. bound is the promise under test: every
@@ -248,13 +251,14 @@ func pick[T any](cond bool, a, b T) T {
 }
 
 func runCase(t *testing.T, bin string, fc faultCase) Result {
-	tp := newTopo(t, bin, 3, append(append([]string(nil), serveFlags...), fc.flags...)...)
+	size := max(fc.nodes, 3)
+	tp := newTopo(t, bin, size, append(append([]string(nil), serveFlags...), fc.flags...)...)
 	for _, n := range tp.nodes {
 		tp.start(n)
 	}
-	tp.waitAlive(3, 30*time.Second, tp.nodes...)
-	names := []string{"a", "b", "c"}
-	chans := fc.chans(t, names)
+	tp.waitAlive(size, 30*time.Second, tp.nodes...)
+	chans := fc.chans(t, tp.names())
+	tp.chans, tp.pubs, tp.subs = chans, fc.pubs, fc.subs
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -341,9 +345,10 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		}
 	}
 	t.Logf("%s: %v", fc.name, res)
-	if len(fc.lateSubs) > 0 {
-		late := replay(ctx, t, tp, fc.lateSubs, chans, from, all)
-		t.Logf("%s, replayed after the fault: %v", fc.name, late)
+	if fc.replay {
+		on := tp.running()
+		late := replay(ctx, t, tp, on, chans, from, all)
+		t.Logf("%s, replayed after the fault on %v: %v", fc.name, tp.nameList(on), late)
 		if !late.OK() || (fc.noLoss && late.Announced > 0) {
 			for _, ex := range late.Examples {
 				t.Logf("  %s", ex)
@@ -395,7 +400,7 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 	return res
 }
 
-// replay subscribes on the given nodes to every channel from its first
+// replay subscribes on the given nodes (indexes) to every channel from its first
 // position, once publishing has ended, reads until each subscription has
 // passed the last acknowledged position of its channel (or a minute
 // passed), and accounts the result with no latency bound (the readers

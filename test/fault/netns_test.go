@@ -69,6 +69,44 @@ type topo struct {
 	subnet string // "10.231.X"
 	nodes  []*node
 	extra  []string // serve flags of every node
+	// The case's channels and the indexes of the nodes its publishers and
+	// subscribers connect to (set by runCase before the fault).
+	chans      []string
+	pubs, subs []int
+}
+
+// names returns the names of every node of the topology.
+func (tp *topo) names() []string {
+	var out []string
+	for _, n := range tp.nodes {
+		out = append(out, n.name)
+	}
+	return out
+}
+
+// nameList returns the names of the nodes with indexes is.
+func (tp *topo) nameList(is []int) []string {
+	var out []string
+	for _, i := range is {
+		out = append(out, tp.nodes[i].name)
+	}
+	return out
+}
+
+// running returns the indexes of the nodes whose process runs.
+func (tp *topo) running() []int {
+	var out []int
+	for i, n := range tp.nodes {
+		if n.cmd == nil {
+			continue
+		}
+		select {
+		case <-n.exited:
+		default:
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // run runs a command and fails the test with its output on error.

@@ -35,10 +35,8 @@ func buildSluice(t *testing.T) string {
 	return bin
 }
 
-// caseFilter lists the cases to run (SLUICE_FAULT_CASES, comma
-// separated; empty = all).
-// replicasFlag is the --replicas of the kill-replicated case: 2, or
-// SLUICE_FAULT_REPLICAS (1 shows the case failing without replication).
+// replicasFlag is the --replicas of the kill-replicated cases: 2, or
+// SLUICE_FAULT_REPLICAS (1 shows the cases failing without replication).
 func replicasFlag() string {
 	if v := os.Getenv("SLUICE_FAULT_REPLICAS"); v != "" {
 		return v
@@ -46,13 +44,16 @@ func replicasFlag() string {
 	return "2"
 }
 
+// wanted says whether case name runs: SLUICE_FAULT_CASES lists the cases
+// (comma separated; empty = all).
 func wanted(name string) bool {
 	list := os.Getenv("SLUICE_FAULT_CASES")
 	if list == "" {
 		return true
 	}
 	for _, n := range strings.Split(list, ",") {
-		if strings.TrimSpace(n) == name {
+		// A group's name (kill-replicated) selects all its cases.
+		if n = strings.TrimSpace(n); n == name || strings.HasPrefix(name, n+"/") {
 			return true
 		}
 	}
@@ -152,21 +153,7 @@ func TestFault(t *testing.T) {
 			tp.start(a)
 		}},
 	}
-	// Replicated streamlets (--replicas 2): c, which manages a third of
-	// the 21 channels, holds replicas of their streamlets (orderer or
-	// follower) and serves a publisher, is killed (-9) during acknowledged
-	// publishing: the live subscribers on a get every acknowledged message,
-	// exactly once, in order, none announced lost; so do subscribers that
-	// replay every channel from its start on b afterwards (b had no live
-	// subscribers, so it holds no copies: they read the surviving
-	// replicas; with --replicas 1 they get GAP lost for what c held).
-	cases = append(cases, faultCase{name: "kill-replicated", flags: []string{"--replicas", replicasFlag()}, noLoss: true,
-		chans: func(t *testing.T, names []string) []string { return managedBy(t, "fault.r2", 21, names, "a", "b", "c") },
-		pubs:  []int{0, 1, 2}, subs: []int{0}, lateSubs: []int{1},
-		fault: func(tp *topo) {
-			tp.nodes[2].kill(tp.t)
-			time.Sleep(faultFor / 2) // the case's schedule
-		}})
+	cases = append(cases, killCases()...)
 	// Every node in turn stopped with SIGTERM, which drains it (its
 	// streamlets copied to the others, its clients sent to them), and
 	// started again, while publishers and subscribers on all three nodes
