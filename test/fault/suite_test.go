@@ -154,6 +154,7 @@ func TestFault(t *testing.T) {
 		}},
 	}
 	cases = append(cases, killCases()...)
+	cases = append(cases, fiveNodeCases()...)
 	// Every node in turn stopped with SIGTERM, which drains it (its
 	// streamlets copied to the others, its clients sent to them), and
 	// started again, while publishers and subscribers on all three nodes
