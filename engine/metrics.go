@@ -327,11 +327,11 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_grants_total", "counter", "Write grants issued by this node's channel manager.", float64(m.Grants))
 	p.one("sluice_streamlets_degraded_total", "counter", "Streamlets this node's manager opened with fewer replicas than configured (too few live nodes).", float64(m.Degraded))
 	p.one("sluice_channels", "gauge", "Channels managed by this node.", float64(m.Channels))
-	p.family("sluice_streamlet_copies_total", "counter", "Copies of closed streamlets this node's manager had made because their holder drains, by outcome (failed ones are tried again).")
+	p.family("sluice_streamlet_copies_total", "counter", "Copies of closed streamlets this node's manager had made because a holder drains or died (re-replication up to the replica count), by outcome (failed ones are tried again).")
 	p.sample("sluice_streamlet_copies_total", float64(m.CopiesDone), "outcome", "done")
 	p.sample("sluice_streamlet_copies_total", float64(m.CopiesFailed), "outcome", "failed")
 	p.one("sluice_streamlet_copies_running", "gauge", "Copies this node's manager is making now (at most 4).", float64(m.CopiesRunning))
-	p.one("sluice_streamlets_awaiting_copy", "gauge", "Closed streamlets of the channels this node manages that wait for a copy (their holder drains), at the last tick.", float64(m.CopiesWaiting))
+	p.one("sluice_streamlets_awaiting_copy", "gauge", "Closed streamlets of the channels this node manages that wait for a copy (held by fewer usable nodes than their replica count: a holder drains or died), at the last tick.", float64(m.CopiesWaiting))
 	p.one("sluice_streamlets_adopted_total", "counter", "Copies of other nodes' streamlets this node took over and holds.", float64(m.StreamletsAdopted))
 	p.one("sluice_draining", "gauge", "1 while this node drains (lame duck: SIGTERM or sluice cluster drain).", b2f(m.Draining))
 	node := []string{"node", m.Node}
