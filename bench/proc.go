@@ -255,6 +255,14 @@ type ServerProc struct {
 // output to log (nil: discarded), and waits up to 20 s until addr accepts
 // TCP connections.
 func StartServerProc(ctx context.Context, argv []string, addr, cpus string, log io.Writer) (*ServerProc, error) {
+	return StartServerProcEnv(ctx, argv, nil, addr, cpus, log)
+}
+
+// StartServerProcEnv is StartServerProc with env ("KEY=VALUE" entries)
+// added to the child's environment only: this process's own environment
+// is not changed (a secret handed to the child this way is not seen by
+// anything else this process starts).
+func StartServerProcEnv(ctx context.Context, argv, env []string, addr, cpus string, log io.Writer) (*ServerProc, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: empty server command", ErrConfig)
 	}
@@ -265,6 +273,9 @@ func StartServerProc(ctx context.Context, argv []string, addr, cpus string, log 
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if log != nil {
 		if _, isFile := log.(*os.File); !isFile {
 			log = childLog{log} // several children may share one writer

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,6 +76,39 @@ func TestServerProcPinnedChild(t *testing.T) {
 	sp.Stop() // idempotent
 	if _, err := st.CPU(); err == nil {
 		t.Fatal("stat of a stopped child still readable")
+	}
+}
+
+// TestServerProcEnvReachesTheChildOnly: the entries given to
+// StartServerProcEnv are in the child's environment and not in this
+// process's.
+func TestServerProcEnvReachesTheChildOnly(t *testing.T) {
+	addr, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BENCH_TEST_SERVER", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const kv = "BENCH_TEST_CHILD_ONLY=s3cret"
+	sp, err := StartServerProcEnv(ctx, []string{os.Args[0]}, []string{kv}, addr, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Stop()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sp.Stat().Pid) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(string(b), "\x00")
+	if !slices.Contains(env, kv) {
+		t.Fatalf("child environment lacks %s", kv)
+	}
+	if !slices.Contains(env, "BENCH_TEST_SERVER="+addr) {
+		t.Fatal("child environment lost the parent's entries")
+	}
+	if _, ok := os.LookupEnv("BENCH_TEST_CHILD_ONLY"); ok {
+		t.Fatal("the child's entry was set in this process too")
 	}
 }
 
