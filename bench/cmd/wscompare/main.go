@@ -20,13 +20,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"runtime"
-	"runtime/pprof"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rtm/sluice/bench"
+	"github.com/sluice-rtm/sluice/bench/internal/benchcmd"
 	"github.com/sluice-rtm/sluice/client/wsdial"
 	"github.com/sluice-rtm/sluice/engine"
 )
@@ -39,19 +37,13 @@ var defaultSpecs = []string{
 	"latency/size=128,subs=100,rate=1000",
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 type options struct {
+	benchcmd.Flags // --runs, --server-cpus, --client-cpus, --cpuprofile
+
 	base       bench.Config
 	quick      bool
-	runs       int
-	serverCPUs string
-	clientCPUs string
 	markdown   bool
 	serve      string // internal: run a server with its client listener here
 	serveWS    string // and its WebSocket listener here
@@ -64,9 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("wscompare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bench.AddFlags(fs, &o.base, &o.quick)
-	fs.IntVar(&o.runs, "runs", 3, "runs of each scenario per transport, alternated, `N`")
-	fs.StringVar(&o.serverCPUs, "server-cpus", "", "pin the server to CPU `LIST` (taskset -c)")
-	fs.StringVar(&o.clientCPUs, "client-cpus", "", "pin this load generator to CPU `LIST`")
+	o.Register(fs, 3, "each scenario per transport")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print Markdown tables (for BENCHMARKS.md)")
 	fs.StringVar(&o.serve, "serve", "", "internal: run a server on `ADDR` until SIGTERM")
 	fs.StringVar(&o.serveWS, "serve-ws", "", "internal: its WebSocket listener `ADDR`")
@@ -79,10 +69,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o.specs = fs.Args()
 	if o.serve != "" {
-		return serve(ctx, o.serve, o.serveWS, o.serverProf, stderr)
+		if err := benchcmd.Serve(ctx, o.CPUProfile, func() (func(), error) { return serve(o.serve, o.serveWS) }); err != nil {
+			fmt.Fprintf(stderr, "wscompare: %v\n", err)
+			return 1
+		}
+		return 0
 	}
-	if o.runs < 1 {
-		fmt.Fprintln(stderr, "wscompare: --runs must be at least 1")
+	if err := o.Check(); err != nil {
+		fmt.Fprintf(stderr, "wscompare: %v\n", err)
 		return 2
 	}
 	if err := compare(ctx, o, stdout, stderr); err != nil {
@@ -92,33 +86,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func serve(ctx context.Context, addr, wsAddr, profile string, stderr io.Writer) int {
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			fmt.Fprintf(stderr, "wscompare: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "wscompare: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
+// serve starts the child-process server: the client listener on addr,
+// the WebSocket listener on wsAddr.
+func serve(addr, wsAddr string) (stop func(), err error) {
 	opts := engine.DefaultOptions()
 	opts.Listen, opts.WSListen = addr, wsAddr
 	opts.Logger = slog.New(slog.DiscardHandler)
 	srv, err := engine.Start(opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "wscompare: %v\n", err)
-		return 1
+		return nil, err
 	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	return 0
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }
 
 // waitListening dials addr until it accepts (the child opens its
@@ -142,12 +124,9 @@ func waitListening(ctx context.Context, addr string) error {
 }
 
 func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	if o.clientCPUs != "" {
-		if err := bench.PinSelf(o.clientCPUs); err != nil {
-			return err
-		}
-	}
-	if _, err := bench.RaiseFileLimit(); err != nil {
+	done, err := o.Setup()
+	defer done()
+	if err != nil {
 		return err
 	}
 	specs := o.specs
@@ -172,9 +151,9 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	argv := []string{self, "--serve", addr, "--serve-ws", wsAddr}
 	if o.serverProf != "" {
-		argv = append(argv, "--server-cpuprofile", o.serverProf)
+		argv = append(argv, "--cpuprofile", o.serverProf)
 	}
-	sp, err := bench.StartServerProc(ctx, argv, addr, o.serverCPUs, stderr)
+	sp, err := bench.StartServerProc(ctx, argv, addr, o.ServerCPUs, stderr)
 	if err != nil {
 		return err
 	}
@@ -196,7 +175,7 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		c.Server = &st
 		var rs [2][]bench.Result // [0] WebSocket, [1] TCP
-		for i := 0; i < o.runs && ctx.Err() == nil; i++ {
+		for i := 0; i < o.Runs && ctx.Err() == nil; i++ {
 			order := []int{0, 1}
 			if i%2 == 1 {
 				order = []int{1, 0}
@@ -227,7 +206,7 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := bench.WriteTable(stdout, all); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nMedians of %d alternated run(s); ratio = websocket / tcp:\n", o.runs)
+	fmt.Fprintf(stdout, "\nMedians of %d alternated run(s); ratio = websocket / tcp:\n", o.Runs)
 	if err := bench.WriteComparison(stdout, cmps); err != nil {
 		return err
 	}

@@ -25,9 +25,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,28 +34,25 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sluice-rtm/sluice/bench"
+	"github.com/sluice-rtm/sluice/bench/internal/benchcmd"
 	"github.com/sluice-rtm/sluice/bench/peer"
 	"github.com/sluice-rtm/sluice/engine"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 // options is the parsed command line.
 type options struct {
+	// --runs, --server-cpus, --client-cpus, --cpuprofile (with --serve-*:
+	// the server's profile)
+	benchcmd.Flags
+
 	base        bench.Config
 	quick       bool
-	runs        int
 	serverMode  string
 	sluiceAddr  string
 	natsURL     string
 	natsBin     string
-	serverCPUs  string
-	clientCPUs  string
 	jsonOut     bool
 	markdown    bool
 	progress    string
@@ -66,7 +61,6 @@ type options struct {
 	serveNATS   string // hidden: run an embedded nats-server on this address
 	serveRelay  string // hidden: run the raw byte relay on this address
 	serveBusy   int    // hidden: spin this many threads until SIGTERM
-	cpuprofile  string // with --serve-*: write the server's CPU profile here
 	sluiceProf  string // write the Sluice server's CPU profile here
 	specs       []string
 	args        []string // the command line, for reports
@@ -108,15 +102,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	bench.AddFlags(fs, &o.base, &o.quick)
-	fs.IntVar(&o.runs, "runs", 3, "runs of each scenario per system, alternated, `N`")
+	o.Register(fs, 3, "each scenario per system")
 	fs.StringVar(&o.serverMode, "server", "proc", "where the servers run: `proc` (child processes) or inproc (this process)")
 	fs.IntVar(&sluiceS2, "sluice-s2", 0, "Sluice clients' S2 threshold in `BYTES` (client.WithCompression; 0: the SDK's default, off; -1: off too; e.g. 512 turns it on)")
 	fs.BoolVar(&sluiceNoAck, "sluice-noack", true, "Sluice's fire-and-forget publishers (pub, pubsub, fanout, nm, latency) use PublishNoAck, like NATS core's Publish; false: pipelined acknowledged publishes")
 	fs.StringVar(&o.sluiceAddr, "sluice-addr", "", "use the Sluice server at `HOST:PORT` instead of starting one")
 	fs.StringVar(&o.natsURL, "nats-url", "", "use the NATS server at `URL` (JetStream enabled) instead of starting one")
 	fs.StringVar(&o.natsBin, "nats-bin", "", "start this nats-server `BINARY` as a child process (e.g. /usr/sbin/nats-server)")
-	fs.StringVar(&o.serverCPUs, "server-cpus", "", "pin child-process servers to CPU `LIST` (taskset -c), e.g. 0")
-	fs.StringVar(&o.clientCPUs, "client-cpus", "", "pin this load generator to CPU `LIST`, e.g. 1")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print one Markdown table per scenario (for BENCHMARKS.md)")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: `auto` (when a terminal), on, off")
@@ -126,30 +118,23 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.serveNATS, "serve-nats", "", "internal: run a nats-server on `ADDR` until SIGTERM")
 	fs.StringVar(&o.serveRelay, "serve-relay", "", "internal: run the raw byte relay on `ADDR` until SIGTERM")
 	fs.IntVar(&o.serveBusy, "serve-busy", 0, "internal: spin `N` threads until SIGTERM")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write this process's CPU profile (the load generator; with --serve-*, the server) to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.specs = fs.Args()
 	o.args = args
+	if err := o.Check(); err != nil {
+		return o, err
+	}
 	switch {
-	case o.runs < 1:
-		return o, errors.New("--runs must be at least 1")
 	case o.serverMode != "proc" && o.serverMode != "inproc":
 		return o, fmt.Errorf("--server must be proc or inproc, got %q", o.serverMode)
 	case o.only != "" && o.only != "sluice" && o.only != "nats":
 		return o, fmt.Errorf("--only must be sluice or nats, got %q", o.only)
 	case o.jsonOut && o.markdown:
 		return o, errors.New("--json and --markdown exclude each other")
-	case o.serverCPUs != "" && o.serverMode != "proc":
+	case o.ServerCPUs != "" && o.serverMode != "proc":
 		return o, errors.New("--server-cpus needs --server proc")
-	}
-	for _, l := range []string{o.serverCPUs, o.clientCPUs} {
-		if l != "" {
-			if _, err := bench.ParseCPUList(l); err != nil {
-				return o, err
-			}
-		}
 	}
 	return o, nil
 }
@@ -163,9 +148,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 2
 	}
+	var start func() (func(), error) // a child-process server mode
 	switch {
 	case o.serveSluice != "":
-		return serve(ctx, stderr, o.cpuprofile, func() (func(), error) { return startSluice(o.serveSluice) })
+		start = func() (func(), error) { return startSluice(o.serveSluice) }
 	case o.serveBusy > 0:
 		stop := bench.Busy(o.serveBusy)
 		fmt.Fprintln(stdout, "busy")
@@ -173,28 +159,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stop()
 		return 0
 	case o.serveRelay != "":
-		return serve(ctx, stderr, o.cpuprofile, func() (func(), error) { return startRelay(o.serveRelay) })
+		start = func() (func(), error) { return startRelay(o.serveRelay) }
 	case o.serveNATS != "":
-		return serve(ctx, stderr, o.cpuprofile, func() (func(), error) {
+		start = func() (func(), error) {
 			e, err := peer.StartEmbedded(o.serveNATS)
 			if err != nil {
 				return nil, err
 			}
 			return e.Shutdown, nil
-		})
+		}
 	}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
+	if start != nil {
+		if err := benchcmd.Serve(ctx, o.CPUProfile, start); err != nil {
 			fmt.Fprintf(stderr, "compare: %v\n", err)
 			return 1
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+		return 0
 	}
 	if err := compare(ctx, o, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
@@ -229,31 +209,6 @@ func startRelay(addr string) (func(), error) {
 	done := make(chan struct{})
 	go func() { _ = bench.ServeRelay(ln); close(done) }()
 	return func() { ln.Close(); <-done }, nil
-}
-
-// serve is the child-process mode: run a server until ctx ends.
-func serve(ctx context.Context, stderr io.Writer, profile string, start func() (func(), error)) int {
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-	stop, err := start()
-	if err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return 1
-	}
-	<-ctx.Done()
-	stop()
-	return 0
 }
 
 // system is one side of the comparison.
@@ -297,14 +252,14 @@ func startSystems(ctx context.Context, o options, wantRelay bool, stderr io.Writ
 			if err != nil {
 				return err
 			}
-			sp, err := bench.StartServerProc(ctx, argv(addr), addr, o.serverCPUs, stderr)
+			sp, err := bench.StartServerProc(ctx, argv(addr), addr, o.ServerCPUs, stderr)
 			if err != nil {
 				return err
 			}
 			st := sp.Stat()
 			pin := ""
-			if o.serverCPUs != "" {
-				pin = ", cpus " + o.serverCPUs
+			if o.ServerCPUs != "" {
+				pin = ", cpus " + o.ServerCPUs
 			}
 			sys.addr, sys.stat, sys.stop = url(addr), &st, sp.Stop
 			sys.label = fmt.Sprintf("child process pid %d%s", st.Pid, pin)
@@ -525,12 +480,9 @@ func parseJob(spec string, base bench.Config) (job, error) {
 }
 
 func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	if o.clientCPUs != "" {
-		if err := bench.PinSelf(o.clientCPUs); err != nil {
-			return err
-		}
-	}
-	if _, err := bench.RaiseFileLimit(); err != nil {
+	done, err := o.Setup()
+	defer done()
+	if err != nil {
 		return err
 	}
 	specs := o.specs
@@ -572,8 +524,8 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			machine[s.name+"_server"] = s.label
 		}
 	}
-	if o.clientCPUs != "" {
-		machine["load_generator_cpus"] = o.clientCPUs
+	if o.ClientCPUs != "" {
+		machine["load_generator_cpus"] = o.ClientCPUs
 	}
 	machine["command"] = "compare " + strings.Join(o.args, " ")
 	if !o.jsonOut {
@@ -593,7 +545,7 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			other = rl
 		}
 		var rs [2][]bench.Result
-		for i := 0; i < o.runs; i++ {
+		for i := 0; i < o.Runs; i++ {
 			order := []*system{sl, other}
 			if i%2 == 1 {
 				order = []*system{other, sl}
@@ -643,13 +595,13 @@ func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(cmps) > 0 {
-		fmt.Fprintf(stdout, "\nMedians of %d alternated run(s); ratio = sluice / peer (nats; acked and replay: nats-js = JetStream memory stream; relay: the raw byte relay):\n", o.runs)
+		fmt.Fprintf(stdout, "\nMedians of %d alternated run(s); ratio = sluice / peer (nats; acked and replay: nats-js = JetStream memory stream; relay: the raw byte relay):\n", o.Runs)
 		if err := bench.WriteComparison(stdout, cmps); err != nil {
 			return err
 		}
 		if o.markdown {
 			fmt.Fprintln(stdout)
-			writeSummary(stdout, sums, machine, o.runs)
+			writeSummary(stdout, sums, machine, o.Runs)
 			fmt.Fprintln(stdout)
 			if err := bench.WriteMarkdown(stdout, cmps); err != nil {
 				return err

@@ -5,24 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-rtm/sluice/bench"
+	"github.com/sluice-rtm/sluice/bench/internal/benchcmd"
 )
 
 // TestMain lets the test binary act as the child-process servers, as the
 // real binary does when started with --serve-sluice / --serve-nats.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "--serve-") {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
+	benchcmd.MainIfChild(run)
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,96 @@
+package benchcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestFlagsRegisterAndCheck(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--runs", "4", "--server-cpus", "0", "--client-cpus", "1"}, true},
+		{[]string{"--runs", "0"}, false},
+		{[]string{"--server-cpus", "x"}, false},
+		{[]string{"--client-cpus", "1-"}, false},
+	} {
+		var f Flags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.Register(fs, 3, "each setup")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		err := f.Check()
+		if (err == nil) != tc.ok {
+			t.Errorf("%v: Check = %v, want ok %v", tc.args, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrFlags) {
+			t.Errorf("%v: %v does not wrap ErrFlags", tc.args, err)
+		}
+		if tc.args == nil && f.Runs != 3 {
+			t.Errorf("default runs %d, want 3", f.Runs)
+		}
+	}
+}
+
+// TestServeProfilesTheServersLife: Serve starts the server, keeps it until
+// ctx ends, stops it, and leaves a non-empty profile; a failing start is
+// returned and leaves nothing running.
+func TestServeProfilesTheServersLife(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.pprof")
+	ctx, cancel := context.WithCancel(context.Background())
+	started, stopped := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, path, func() (func(), error) {
+			close(started)
+			return func() { close(stopped) }, nil
+		})
+	}()
+	<-started
+	select {
+	case <-stopped:
+		t.Fatal("stopped before ctx ended")
+	case <-done:
+		t.Fatal("returned before ctx ended")
+	default:
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after ctx ended")
+	}
+	<-stopped
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		t.Fatalf("profile: %v, %v", st, err)
+	}
+	boom := errors.New("boom")
+	if err := Serve(context.Background(), "", func() (func(), error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("start error: %v", err)
+	}
+	if _, err := StartCPUProfile(filepath.Join(t.TempDir(), "no", "such", "dir")); err == nil {
+		t.Fatal("profile into a missing directory accepted")
+	}
+}
+
+// TestMainIfChildReturnsForTests: without a child flag first, the tests
+// run (MainIfChild returns).
+func TestMainIfChildReturnsForTests(t *testing.T) {
+	MainIfChild(func(context.Context, []string, io.Writer, io.Writer) int {
+		t.Fatal("ran as a child")
+		return 1
+	})
+}
