@@ -119,3 +119,14 @@ func CreateReplicatedStream(ctx context.Context, url, name string, subjects []st
 func JetStreamNode(url string) *NATSDriver {
 	return &NATSDriver{URL: url, jetStream: true}
 }
+
+// JetStreamStreamNode is JetStreamNode whose subscriptions read stream:
+// each is an ordered consumer (on the subscriber's connection) that starts
+// at the stream's next message, so a message reaches it only once the
+// stream has stored it, which on a replicated stream is after its RAFT
+// group committed it. That is what a JetStream reader of replicated data
+// sees; JetStreamNode's core subscriptions see a publish as soon as the
+// server routes it, before it is stored or replicated.
+func JetStreamStreamNode(url, stream string) *NATSDriver {
+	return &NATSDriver{URL: url, jetStream: true, liveStream: stream}
+}

@@ -36,6 +36,10 @@ type NATSDriver struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// js is set by NewJetStreamDriver.
 	jetStream bool
+	// liveStream, if set (JetStreamStreamNode), makes StartLive
+	// subscriptions ordered consumers of this stream from its next
+	// message, and StartEarliest ones read it instead of StreamName.
+	liveStream string
 }
 
 // Name returns "nats", or "nats-js" for the JetStream driver.
@@ -115,6 +119,10 @@ func (d *NATSDriver) Connect(ctx context.Context) (bench.Client, error) {
 	}
 	c.nc = nc
 	if d.jetStream {
+		c.stream, c.liveStream = StreamName, d.liveStream != ""
+		if c.liveStream {
+			c.stream = d.liveStream
+		}
 		c.pending = make(map[*nats.Msg]func(error))
 		c.js, err = jetstream.New(nc,
 			jetstream.WithPublishAsyncMaxPending(4096),
@@ -132,6 +140,10 @@ func (d *NATSDriver) Connect(ctx context.Context) (bench.Client, error) {
 type natsClient struct {
 	nc *nats.Conn
 	js jetstream.JetStream // nil for core
+	// stream is what ordered consumers read; liveStream: StartLive
+	// subscriptions are ordered consumers too (JetStreamStreamNode).
+	stream     string
+	liveStream bool
 
 	n atomic.Uint32 // publishes, to check ctx every 1024
 
@@ -227,14 +239,21 @@ func (c *natsClient) Flush(ctx context.Context) error {
 }
 
 // Subscribe implements bench.Client: a core subscription (StartLive) or a
-// JetStream ordered consumer on the memory stream (StartEarliest).
+// JetStream ordered consumer on the memory stream (StartEarliest; with
+// JetStreamStreamNode, StartLive too, from the stream's next message).
 func (c *natsClient) Subscribe(ctx context.Context, subj string, start bench.Start, h bench.Handler) (bench.Sub, error) {
-	if start == bench.StartEarliest {
+	if start == bench.StartEarliest || c.liveStream {
 		if c.js == nil {
 			return nil, fmt.Errorf("%w: replay needs JetStream", bench.ErrUnsupported)
 		}
-		cons, err := c.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		policy := jetstream.DeliverAllPolicy
+		if start != bench.StartEarliest {
+			// The consumer exists when this returns: every message
+			// stored afterwards is delivered.
+			policy = jetstream.DeliverNewPolicy
+		}
+		cons, err := c.js.OrderedConsumer(ctx, c.stream, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subj}, DeliverPolicy: policy,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("peer: ordered consumer: %w", err)

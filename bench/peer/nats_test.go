@@ -3,8 +3,13 @@ package peer
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-rtm/sluice/bench"
 )
@@ -106,5 +111,83 @@ func TestJetStreamScenarios(t *testing.T) {
 	}
 	if err := d2.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJetStreamStreamNodeReadsTheStream: JetStreamStreamNode's live
+// subscriptions start at the stream's next message and see only what the
+// stream stored, in order: a publish the stream refuses (over its
+// MaxMsgSize) is never delivered to them, while JetStreamNode's core
+// subscription gets it.
+func TestJetStreamStreamNodeReadsTheStream(t *testing.T) {
+	e := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(e.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LIVE", Subjects: []string{"live.>"},
+		Storage: jetstream.MemoryStorage, MaxMsgSize: 64}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // stored before the subscription: not delivered
+		if _, err := js.Publish(ctx, "live.a", []byte{byte(100 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var fromStream, fromCore []byte
+	all := make(chan struct{}) // closed once both have what they should
+	var once sync.Once
+	subscribe := func(d *NATSDriver, got *[]byte) bench.Client {
+		c, err := d.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := c.Subscribe(ctx, "live.a", bench.StartLive, func(p []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			*got = append(*got, p[0])
+			if len(fromStream) >= 11 && len(fromCore) >= 12 {
+				once.Do(func() { close(all) })
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	subscribe(JetStreamStreamNode(e.URL(), "LIVE"), &fromStream)
+	pub := subscribe(JetStreamNode(e.URL()), &fromCore)
+	big := make([]byte, 100) // over MaxMsgSize: refused by the stream
+	big[0] = 99
+	if err := pub.PublishAcked(ctx, "live.a", big); err == nil {
+		t.Fatal("the stream stored a message over its MaxMsgSize")
+	}
+	for i := range 11 {
+		if err := pub.PublishAcked(ctx, "live.a", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("stream subscriber got %v, core subscriber %v", fromStream, fromCore)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(fromStream, want) {
+		t.Fatalf("stream subscriber got %v, want %v", fromStream, want)
+	}
+	if fromCore[0] != 99 {
+		t.Fatalf("core subscriber's first message %d, want the refused one (99)", fromCore[0])
 	}
 }
