@@ -25,13 +25,41 @@ type row struct {
 	Reorder   int64 // deliveries that skipped ahead of their publisher's order
 	Lat       *bench.LatencySummary
 	Load1     [2]float64
-	Err       string
+	// CPU over the publishing time Elapsed (start to the last
+	// acknowledgement): each node of the system under test, and this
+	// load generator (its publishers and subscribers).
+	NodeCPU []time.Duration
+	GenCPU  time.Duration
+	Elapsed time.Duration
+	Err     string
+}
+
+// ServerCPUPerMsg is the nodes' CPU time per acknowledged message.
+func (r row) ServerCPUPerMsg() time.Duration {
+	var sum time.Duration
+	for _, c := range r.NodeCPU {
+		sum += c
+	}
+	if r.Acked == 0 {
+		return 0
+	}
+	return sum / time.Duration(r.Acked)
+}
+
+// cpuTimes reads the CPU time of every process in ps.
+func cpuTimes(ps []bench.ProcStat) []time.Duration {
+	out := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		out[i], _ = p.CPU() // a node that died shows 0; its row fails anyway
+	}
+	return out
 }
 
 // workload is one run's shape.
 type workload struct {
-	drivers     []bench.Driver // one per node
-	prefix      string         // channel name prefix, e.g. "rb.r3.run1"
+	drivers     []bench.Driver   // one per node
+	procs       []bench.ProcStat // the nodes' processes, for their CPU time
+	prefix      string           // channel name prefix, e.g. "rb.r3.run1"
 	pubsPerNode int
 	channels    int
 	window      int
@@ -131,6 +159,9 @@ func runLoad(ctx context.Context, w workload) (r row) {
 	var firstErr error
 	pctx, cancel := context.WithTimeout(ctx, w.duration)
 	defer cancel()
+	self := bench.ProcStat{}
+	gen0, _ := self.CPU()
+	node0 := cpuTimes(w.procs)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for p, pc := range pubs {
@@ -189,6 +220,14 @@ func runLoad(ctx context.Context, w workload) (r row) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.Elapsed = elapsed
+	r.NodeCPU = cpuTimes(w.procs)
+	for i := range r.NodeCPU {
+		r.NodeCPU[i] = max(0, r.NodeCPU[i]-node0[i])
+	}
+	if gen1, err := self.CPU(); err == nil {
+		r.GenCPU = gen1 - gen0
+	}
 	r.Acked, r.Failed = acked.Load(), failed.Load()
 	r.Rate = float64(r.Acked) / elapsed.Seconds()
 	// Deliveries: wait until every acknowledged message arrived, or 3 s

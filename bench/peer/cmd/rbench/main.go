@@ -9,9 +9,13 @@
 // within --window, 128 B payloads, over --channels channels, each channel
 // with one live subscriber on another node; acknowledged msg/s, and what
 // the subscribers got: delivered, lost (acknowledged but never delivered),
-// duplicates, out of order, and the load average. Latency rows: the same at
-// a fixed total --rate with a sleeping pacer, publish (due time) to
-// delivery p50/p99, Sluice N = 1 and N = 3.
+// duplicates, out of order, the CPU each node and this load generator
+// spent, and the load average. Latency rows: the same at a fixed total
+// --rate, open loop with package bench's sleeping pacer, publish (due time)
+// to delivery p50/p99/p99.9, Sluice N = 1 and N = 3 and JetStream R3.
+// JetStream's subscribers read the stream (ordered consumers, --js-sub
+// stream), so, like Sluice's, they get a message only once it is
+// replicated.
 package main
 
 import (
@@ -24,46 +28,60 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rtm/sluice/bench"
+	"github.com/sluice-rtm/sluice/bench/internal/benchcmd"
 	"github.com/sluice-rtm/sluice/bench/peer"
 	"github.com/sluice-rtm/sluice/engine"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 type options struct {
-	runs, pubsPerNode, channels, window, size int
-	duration, latDuration                     time.Duration
-	rate                                      float64
-	setups                                    []string
-	latency                                   bool
-	profDir                                   string
+	// --runs, --server-cpus (all six nodes), --client-cpus, --cpuprofile
+	// (this process; in a --serve-* child, that node's)
+	benchcmd.Flags
+
+	pubsPerNode, channels, window, size int
+	duration, latDuration               time.Duration
+	rate                                float64
+	setups, latSetups                   []string
+	jsSub                               string
+	profDir                             string
 	// hidden child modes
 	serveSluice, serveNATS string
 }
 
 const readyLine = "rbench-ready"
 
+// setupNames are the setups, in the order tables list them.
+var setupNames = []string{"n1", "n2", "n3", "js3"}
+
+func parseSetups(flagName, list string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		switch {
+		case s == "":
+		case slices.Contains(setupNames, s):
+			out = append(out, s)
+		default:
+			return nil, fmt.Errorf("%s: unknown setup %q (n1, n2, n3, js3)", flagName, s)
+		}
+	}
+	return out, nil
+}
+
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
-	var setups string
+	var setups, latSetups string
 	fs := flag.NewFlagSet("rbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.runs, "runs", 2, "runs of each setup, alternated ABBA")
+	o.Register(fs, 4, "each setup")
 	fs.IntVar(&o.pubsPerNode, "pubs", 2, "publisher connections per node")
 	fs.IntVar(&o.channels, "channels", 6, "channels (subjects), one live subscriber each")
 	fs.IntVar(&o.window, "window", 1024, "acknowledged publishes in flight per publisher")
@@ -72,24 +90,29 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.latDuration, "lat-duration", 5*time.Second, "publishing time of a latency run")
 	fs.Float64Var(&o.rate, "rate", 5000, "latency runs: messages per second over all publishers")
 	fs.StringVar(&setups, "setups", "n1,n2,n3,js3", "throughput setups: n1, n2, n3 (Sluice replicas), js3 (JetStream R3)")
-	fs.BoolVar(&o.latency, "latency", true, "also run the latency rows (Sluice n1 and n3)")
-	fs.StringVar(&o.profDir, "sluice-cpuprofile-dir", "", "each Sluice node writes its CPU profile (whole life) to `DIR`/sluice-NAME.pprof")
+	fs.StringVar(&latSetups, "lat-setups", "n1,n3,js3", "latency setups (empty: none)")
+	fs.StringVar(&o.jsSub, "js-sub", "stream", "JetStream subscribers: `stream` (ordered consumers: a message once the stream holds it) or core (core subscriptions: a message as soon as it is routed, before it is stored)")
+	fs.StringVar(&o.profDir, "server-cpuprofile-dir", "", "each node writes its CPU profile (whole life) to `DIR`/sluice-NAME.pprof or nats-NAME.pprof")
 	fs.StringVar(&o.serveSluice, "serve-sluice-node", "", "internal: NAME,CLIENT,GOSSIP[,SEED] Sluice cluster node")
 	fs.StringVar(&o.serveNATS, "serve-nats-node", "", "internal: NAME,CLIENT,ROUTE,PEERROUTE... nats-server cluster node")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	for _, s := range strings.Split(setups, ",") {
-		switch s {
-		case "n1", "n2", "n3", "js3":
-			o.setups = append(o.setups, s)
-		case "":
-		default:
-			return o, fmt.Errorf("unknown setup %q", s)
-		}
+	var err error
+	if o.setups, err = parseSetups("--setups", setups); err != nil {
+		return o, err
 	}
-	if o.runs < 1 || o.pubsPerNode < 1 || o.channels < 1 || o.window < 1 || o.size < 20 || o.rate <= 0 {
-		return o, errors.New("--runs, --pubs, --channels, --window must be >= 1, --size >= 20, --rate > 0")
+	if o.latSetups, err = parseSetups("--lat-setups", latSetups); err != nil {
+		return o, err
+	}
+	if err := o.Check(); err != nil {
+		return o, err
+	}
+	if o.jsSub != "stream" && o.jsSub != "core" {
+		return o, fmt.Errorf("--js-sub must be stream or core, got %q", o.jsSub)
+	}
+	if o.pubsPerNode < 1 || o.channels < 1 || o.window < 1 || o.size < 20 || o.rate <= 0 {
+		return o, errors.New("--pubs, --channels, --window must be >= 1, --size >= 20, --rate > 0")
 	}
 	return o, nil
 }
@@ -105,11 +128,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case o.serveSluice != "":
-		err = serveSluice(ctx, o, stdout)
+		err = benchcmd.Serve(ctx, o.CPUProfile, func() (func(), error) { return serveSluice(ctx, o.serveSluice, stdout) })
 	case o.serveNATS != "":
-		err = serveNATS(ctx, o.serveNATS, stdout)
+		err = benchcmd.Serve(ctx, o.CPUProfile, func() (func(), error) { return serveNATS(o.serveNATS, stdout) })
 	default:
-		err = bench3(ctx, o, stdout, stderr)
+		var done func()
+		done, err = o.Setup()
+		if err == nil {
+			err = bench3(ctx, o, stdout, stderr)
+		}
+		done()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rbench: %v\n", err)
@@ -118,26 +146,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// secretEnv carries the cluster secret to the Sluice children.
+// secretEnv carries the cluster secret to the Sluice children: it is set
+// in their environment only (bench.StartServerProcEnv), never in this
+// process's.
 const secretEnv = "SLUICE_CLUSTER_SECRET"
 
-// serveSluice runs one Sluice cluster node until ctx ends; it prints
-// readyLine once it sees 3 members alive.
-func serveSluice(ctx context.Context, o options, stdout io.Writer) error {
-	f := strings.Split(o.serveSluice, ",")
+// serveSluice starts one Sluice cluster node (spec NAME,CLIENT,GOSSIP
+// [,SEED...]) and prints readyLine once it sees 3 members alive (or
+// returns at once, still running, when ctx ends first).
+func serveSluice(ctx context.Context, spec string, stdout io.Writer) (stop func(), err error) {
+	f := strings.Split(spec, ",")
 	if len(f) < 3 {
-		return fmt.Errorf("--serve-sluice-node %q", o.serveSluice)
-	}
-	if o.profDir != "" {
-		pf, err := os.Create(filepath.Join(o.profDir, "sluice-"+f[0]+".pprof"))
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		return nil, fmt.Errorf("--serve-sluice-node %q", spec)
 	}
 	opts := engine.DefaultOptions()
 	opts.Listen, opts.ServerName, opts.Loops = f[1], f[0], 1
@@ -147,16 +167,16 @@ func serveSluice(ctx context.Context, o options, stdout io.Writer) error {
 	opts.Cluster = &engine.ClusterOptions{Listen: f[2], Join: f[3:], Secret: os.Getenv(secretEnv), ReportInterval: 250 * time.Millisecond}
 	srv, err := engine.Start(opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
+	stop = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}()
+	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for ready := false; !ready; {
+	for {
 		st, _ := srv.Cluster()
 		alive := 0
 		for _, m := range st.Members {
@@ -164,34 +184,31 @@ func serveSluice(ctx context.Context, o options, stdout io.Writer) error {
 				alive++
 			}
 		}
-		if ready = alive == 3; ready {
-			break
+		if alive == 3 {
+			fmt.Fprintln(stdout, readyLine)
+			return stop, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return stop, nil
 		case <-t.C:
 		}
 	}
-	fmt.Fprintln(stdout, readyLine)
-	<-ctx.Done()
-	return nil
 }
 
-// serveNATS runs one nats-server cluster node until ctx ends.
-func serveNATS(ctx context.Context, spec string, stdout io.Writer) error {
+// serveNATS starts one nats-server cluster node (spec NAME,CLIENT,ROUTE,
+// PEERROUTE...) and prints readyLine once it accepts clients.
+func serveNATS(spec string, stdout io.Writer) (stop func(), err error) {
 	f := strings.Split(spec, ",")
 	if len(f) < 3 {
-		return fmt.Errorf("--serve-nats-node %q", spec)
+		return nil, fmt.Errorf("--serve-nats-node %q", spec)
 	}
 	n, err := peer.StartClusterNode(f[0], f[1], f[2], f[3:])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintln(stdout, readyLine)
-	<-ctx.Done()
-	n.Shutdown()
-	return nil
+	return n.Shutdown, nil
 }
 
 // readyWatch is a child's output: it signals ready at readyLine.
@@ -229,7 +246,16 @@ func (w *readyWatch) Write(p []byte) (int, error) {
 // cluster3 is three child processes.
 type cluster3 struct {
 	procs []*bench.ServerProc
-	addrs []string
+	addrs []string // client addresses
+}
+
+// stats returns each node's ProcStat, for its CPU time.
+func (c *cluster3) stats() []bench.ProcStat {
+	out := make([]bench.ProcStat, len(c.procs))
+	for i, p := range c.procs {
+		out[i] = p.Stat()
+	}
+	return out
 }
 
 // stop stops every child at once (each: SIGTERM, killed after 10 s).
@@ -255,10 +281,57 @@ func freePorts(n int) ([]string, error) {
 	return out, nil
 }
 
-// start3 starts three children whose argv argv(i) builds, waits for each
+// nodeKind is how one system's cluster node is started: the hidden flag of
+// its child mode, node i's name, and its spec from every node's client and
+// peer (gossip or route) address.
+type nodeKind struct {
+	system string // "sluice" or "nats": profile file names
+	flag   string
+	name   func(i int) string
+	spec   func(i int, name string, clients, peers []string) string
+}
+
+var (
+	sluiceNodes = nodeKind{system: "sluice", flag: "--serve-sluice-node",
+		name: func(i int) string { return string(rune('a' + i)) },
+		spec: func(i int, name string, clients, peers []string) string {
+			s := fmt.Sprintf("%s,%s,%s", name, clients[i], peers[i])
+			if i > 0 {
+				s += "," + peers[0] // every node joins the first
+			}
+			return s
+		}}
+	natsNodes = nodeKind{system: "nats", flag: "--serve-nats-node",
+		name: func(i int) string { return "n" + string(rune('a'+i)) },
+		spec: func(i int, name string, clients, peers []string) string {
+			s := fmt.Sprintf("%s,%s,%s", name, clients[i], peers[i])
+			for j := range peers {
+				if j != i {
+					s += ",nats://" + peers[j] // full mesh of routes
+				}
+			}
+			return s
+		}}
+)
+
+// start3 starts three nodes of kind k as children of this binary (two
+// free ports each; env added to their environment only; pinned to
+// --server-cpus; profiled into --server-cpuprofile-dir), waits for each
 // one's ready line (bounded by 30 s), and on failure stops every one.
-func start3(ctx context.Context, addrs []string, argv func(i int) []string, stderr io.Writer) (c *cluster3, err error) {
-	c = &cluster3{addrs: addrs}
+func start3(ctx context.Context, o options, k nodeKind, env []string, stderr io.Writer) (c *cluster3, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	clients, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	peers, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	c = &cluster3{addrs: clients}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -266,8 +339,13 @@ func start3(ctx context.Context, addrs []string, argv func(i int) []string, stde
 	}()
 	var watches []*readyWatch
 	for i := range 3 {
+		name := k.name(i)
+		argv := []string{self, k.flag, k.spec(i, name, clients, peers)}
+		if o.profDir != "" {
+			argv = append(argv, "--cpuprofile", filepath.Join(o.profDir, k.system+"-"+name+".pprof"))
+		}
 		w := &readyWatch{ready: make(chan struct{}), log: stderr}
-		sp, err := bench.StartServerProc(ctx, argv(i), addrs[i], "", w)
+		sp, err := bench.StartServerProcEnv(ctx, argv, env, clients[i], o.ServerCPUs, w)
 		if err != nil {
 			return c, err
 		}
@@ -280,63 +358,20 @@ func start3(ctx context.Context, addrs []string, argv func(i int) []string, stde
 		select {
 		case <-w.ready:
 		case <-tctx.Done():
-			return c, fmt.Errorf("node %d not ready: %w", i, tctx.Err())
+			return c, fmt.Errorf("%s node %s not ready: %w", k.system, k.name(i), tctx.Err())
 		}
 	}
 	return c, nil
 }
 
+// startSluice3 starts the Sluice cluster with a fresh random secret,
+// handed to the children in their environment.
 func startSluice3(ctx context.Context, o options, stderr io.Writer) (*cluster3, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	clients, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
-	gossip, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
 	sec := make([]byte, 32)
 	_, _ = rand.Read(sec)
-	if err := os.Setenv(secretEnv, hex.EncodeToString(sec)); err != nil {
-		return nil, err
-	}
-	return start3(ctx, clients, func(i int) []string {
-		spec := fmt.Sprintf("%c,%s,%s", 'a'+i, clients[i], gossip[i])
-		if i > 0 {
-			spec += "," + gossip[0]
-		}
-		a := []string{self, "--serve-sluice-node", spec}
-		if o.profDir != "" {
-			a = append(a, "--sluice-cpuprofile-dir", o.profDir)
-		}
-		return a
-	}, stderr)
+	return start3(ctx, o, sluiceNodes, []string{secretEnv + "=" + hex.EncodeToString(sec)}, stderr)
 }
 
-func startNATS3(ctx context.Context, stderr io.Writer) (*cluster3, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	clients, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
-	routes, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
-	return start3(ctx, clients, func(i int) []string {
-		spec := fmt.Sprintf("n%c,%s,%s", 'a'+i, clients[i], routes[i])
-		for j := range 3 {
-			if j != i {
-				spec += ",nats://" + routes[j]
-			}
-		}
-		return []string{self, "--serve-nats-node", spec}
-	}, stderr)
+func startNATS3(ctx context.Context, o options, stderr io.Writer) (*cluster3, error) {
+	return start3(ctx, o, natsNodes, nil, stderr)
 }

@@ -4,23 +4,18 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/bench/internal/benchcmd"
 )
 
 // TestMain lets the test binary act as the child-process nodes, as the
 // real binary does when started with --serve-sluice-node / --serve-nats-node.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "--serve-") {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
+	benchcmd.MainIfChild(run)
 	os.Exit(m.Run())
 }
 
@@ -51,9 +46,11 @@ func children(t *testing.T) []int {
 }
 
 // TestHarnessTinyRun starts both 3-node clusters, runs every setup once
-// for a moment, and checks that a row per setup and the ratios come out,
-// that nothing acknowledged was lost or duplicated, and that every child
-// process is gone afterwards. No speed is checked.
+// for a moment, and checks that a row per setup (4 throughput, 3 latency)
+// and the ratios come out, that nothing acknowledged was lost or
+// duplicated, that every row has the nodes' CPU split and every latency
+// row its percentiles, that the cluster secret reached the children only,
+// and that every child process is gone afterwards. No speed is checked.
 func TestHarnessTinyRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -63,31 +60,47 @@ func TestHarnessTinyRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
 	}
-	rows := 0
+	seen := map[string]bool{}
 	for _, line := range strings.Split(out.String(), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) < 14 || strings.TrimSpace(f[2]) != "1" {
+		if len(f) < 18 || strings.TrimSpace(f[2]) != "1" {
 			continue
 		}
-		rows++
 		setup := strings.TrimSpace(f[1])
+		seen[setup] = true
 		if lost, dup := strings.TrimSpace(f[7]), strings.TrimSpace(f[8]); lost != "0" || dup != "0" {
 			t.Errorf("%s: lost %s, dup %s", setup, lost, dup)
 		}
 		if acked, _ := strconv.Atoi(strings.TrimSpace(f[4])); acked == 0 {
 			t.Errorf("%s: nothing acknowledged", setup)
 		}
-		if strings.HasPrefix(setup, "lat-") && strings.TrimSpace(f[10]) == "-" {
-			t.Errorf("%s: no latency", setup)
+		lat := strings.HasPrefix(setup, "lat-")
+		for _, c := range f[10:13] {
+			if d, err := time.ParseDuration(strings.TrimSpace(c)); lat && (err != nil || d <= 0) {
+				t.Errorf("%s: latency column %q", setup, c)
+			} else if !lat && strings.TrimSpace(c) != "-" {
+				t.Errorf("%s: a throughput row with latency %q", setup, c)
+			}
+		}
+		if d, err := time.ParseDuration(strings.TrimSpace(f[13])); err != nil || d <= 0 {
+			t.Errorf("%s: server cpu/msg %q", setup, f[13])
+		}
+		if nodes := strings.Split(strings.TrimSpace(f[14]), "/"); len(nodes) != 3 {
+			t.Errorf("%s: node cpu %q, want 3 nodes", setup, f[14])
 		}
 	}
-	if rows != 6 {
-		t.Fatalf("%d rows, want 6:\n%s", rows, out.String())
+	for _, s := range []string{"n1", "n2", "n3", "js3", "lat-n1", "lat-n3", "lat-js3"} {
+		if !seen[s] {
+			t.Errorf("no row %s in:\n%s", s, out.String())
+		}
 	}
-	for _, want := range []string{"ratio n3/js3", "ratio n2/n1"} {
+	for _, want := range []string{"ratio n3/js3", "ratio n2/n1", "latency lat-n3/lat-js3", "median lat-js3"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in:\n%s", want, out.String())
 		}
+	}
+	if _, ok := os.LookupEnv(secretEnv); ok {
+		t.Errorf("%s set in the load generator's own environment", secretEnv)
 	}
 	if c := children(t); len(c) != 0 {
 		t.Fatalf("child processes left running: %v", c)
