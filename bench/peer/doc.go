@@ -9,5 +9,6 @@
 // cmd/rbench starts a 3-node Sluice cluster and a 3-node nats-server
 // cluster (StartClusterNode) with a JetStream stream of 3 replicas
 // (CreateReplicatedStream) and measures replicated acknowledged publishing
-// on both, alternately.
+// and publish-to-delivery latency on both, alternately; its JetStream
+// subscribers read the stream (JetStreamStreamNode).
 package peer
