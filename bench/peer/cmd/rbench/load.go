@@ -77,9 +77,14 @@ type subState struct {
 	mu                      sync.Mutex // guards the fields for the final read
 }
 
-// payload layout: publisher u32, sequence u64 (from 1), due time unix ns i64.
+// payload layout: publisher u32, sequence u64 (from 1), due time unix ns i64
+// (0 in throughput runs: the clock is read only where a latency is kept;
+// on the reference VM clock reads were 21% of the load generator's CPU).
 func (s *subState) handle(p []byte) {
-	now := time.Now().UnixNano()
+	var now int64
+	if s.hist != nil {
+		now = time.Now().UnixNano()
+	}
 	if len(p) < 20 {
 		return
 	}
@@ -188,7 +193,11 @@ func runLoad(ctx context.Context, w workload) (r row) {
 					return pctx.Err()
 				}
 				binary.LittleEndian.PutUint64(buf[4:], uint64(seq))
-				binary.LittleEndian.PutUint64(buf[12:], uint64(due.UnixNano()))
+				var dueNs int64
+				if !due.IsZero() {
+					dueNs = due.UnixNano()
+				}
+				binary.LittleEndian.PutUint64(buf[12:], uint64(dueNs))
 				if err := pc.PublishAsync(pctx, ch, buf, done); err != nil {
 					<-window
 					return err
@@ -202,7 +211,7 @@ func runLoad(ctx context.Context, w workload) (r row) {
 				_, err = pacer.Run(pctx, start, n, func(i int, due time.Time) error { return send(i+1, due) })
 			} else {
 				for seq := 1; err == nil; seq++ {
-					err = send(seq, time.Now())
+					err = send(seq, time.Time{})
 				}
 			}
 			if err != nil && pctx.Err() == nil {
