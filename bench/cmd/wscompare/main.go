@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -91,16 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func serve(addr, wsAddr string) (stop func(), err error) {
 	opts := engine.DefaultOptions()
 	opts.Listen, opts.WSListen = addr, wsAddr
-	opts.Logger = slog.New(slog.DiscardHandler)
-	srv, err := engine.Start(opts)
-	if err != nil {
-		return nil, err
-	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
+	_, stop, err = benchcmd.StartEngine(opts)
+	return stop, err
 }
 
 // waitListening dials addr until it accepts (the child opens its

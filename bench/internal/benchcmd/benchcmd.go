@@ -3,7 +3,8 @@
 // NATS module, which may import it because its import path lies under
 // bench/): the process entry point, the flags every one of them takes
 // (runs, CPU pinning, this process's CPU profile), and the child-process
-// server mode that profiles a server for its whole life.
+// server mode that profiles a server for its whole life, and the start of
+// the Sluice server such a child runs.
 //
 // It lives here, not in bench/peer, because wscompare is in the main module
 // and the main module never depends on the NATS module.
@@ -18,13 +19,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluice-rtm/sluice/bench"
+	"github.com/sluice-rtm/sluice/engine"
 )
 
 // RunFunc is a command's body: it parses args, writes to stdout and
@@ -126,6 +130,25 @@ func StartCPUProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		_ = pf.Close()
+	}, nil
+}
+
+// StartEngine starts a Sluice server with opts (its logger discarded when
+// opts.Logger is nil) for a child-process mode; stop shuts it down
+// gracefully, bounded by 5 s: well inside the 10 s after which
+// bench.ServerProc.Stop kills a child, so the child's profile is written.
+func StartEngine(opts engine.Options) (srv *engine.Server, stop func(), err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv, err = engine.Start(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
 	}, nil
 }
 

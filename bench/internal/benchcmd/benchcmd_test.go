@@ -5,10 +5,13 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/engine"
 )
 
 func TestFlagsRegisterAndCheck(t *testing.T) {
@@ -93,4 +96,27 @@ func TestMainIfChildReturnsForTests(t *testing.T) {
 		t.Fatal("ran as a child")
 		return 1
 	})
+}
+
+// TestStartEngineServesUntilStopped: the server StartEngine starts accepts
+// connections until stop returns, and not after.
+func TestStartEngineServesUntilStopped(t *testing.T) {
+	opts := engine.DefaultOptions()
+	opts.Listen = "127.0.0.1:0"
+	srv, stop, err := StartEngine(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	stop()
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		_ = c.Close()
+		t.Fatalf("%s still accepts after stop", addr)
+	}
 }

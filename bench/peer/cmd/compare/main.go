@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -188,16 +187,8 @@ func startSluice(addr string) (func(), error) {
 	opts := engine.DefaultOptions()
 	opts.Listen = addr
 	opts.MaxConnsPerAddr = 0 // every load generator connection comes from 127.0.0.1
-	opts.Logger = slog.New(slog.DiscardHandler)
-	srv, err := engine.Start(opts)
-	if err != nil {
-		return nil, err
-	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
+	_, stop, err := benchcmd.StartEngine(opts)
+	return stop, err
 }
 
 // startRelay starts the raw byte relay (bench.ServeRelay) on addr.

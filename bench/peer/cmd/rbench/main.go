@@ -26,7 +26,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,17 +161,11 @@ func serveSluice(ctx context.Context, spec string, stdout io.Writer) (stop func(
 	opts := engine.DefaultOptions()
 	opts.Listen, opts.ServerName, opts.Loops = f[1], f[0], 1
 	opts.MaxConnsPerAddr = 0
-	opts.Logger = slog.New(slog.DiscardHandler)
 	opts.ChannelRules = []engine.ChannelRule{{Prefix: "rb.r1.", Replicas: 1}, {Prefix: "rb.r2.", Replicas: 2}, {Prefix: "rb.r3.", Replicas: 3}}
 	opts.Cluster = &engine.ClusterOptions{Listen: f[2], Join: f[3:], Secret: os.Getenv(secretEnv), ReportInterval: 250 * time.Millisecond}
-	srv, err := engine.Start(opts)
+	srv, stop, err := benchcmd.StartEngine(opts)
 	if err != nil {
 		return nil, err
-	}
-	stop = func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
