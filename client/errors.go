@@ -27,7 +27,9 @@ var (
 	// ErrDisconnected: the connection to the server was lost (wrapped
 	// together with the cause).
 	ErrDisconnected = errors.New("client: disconnected")
-	// ErrPingTimeout: the server did not answer PINGs in time; the
+	// ErrPingTimeout: the server did not answer PINGs for two ping
+	// intervals (not counting intervals in which it was reading at least
+	// 64 KiB of this connection's bytes, at most 10 in a row); the
 	// connection is treated as dead.
 	ErrPingTimeout = errors.New("client: ping timeout")
 	// ErrProtocol: the server sent something protocol v1 does not allow

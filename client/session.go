@@ -263,10 +263,27 @@ func (s *session) queue(appendFrame func([]byte) []byte) {
 	s.kick()
 }
 
+// busyProgress and maxBusyIntervals: a ping interval in which the server's
+// TCP stack acknowledged at least busyProgress bytes of this connection is
+// not counted against an unanswered PING, at most maxBusyIntervals times in
+// a row (writeLoop).
+const (
+	busyProgress     = 64 << 10
+	maxBusyIntervals = 10
+)
+
 // writeLoop writes queued frames, coalescing everything queued since the
 // last write into one Write call, and sends a PING every ping interval,
-// failing the session when two PINGs went unanswered (unless the reader is
-// blocked on a full subscription queue, which delays PONGs legitimately).
+// failing the session when two PINGs went unanswered. Two cases delay a
+// PONG legitimately: the reader blocked on a full subscription queue, and
+// a server that reads this connection, only slower than the client writes,
+// so that the PING waits behind megabytes of publishes in the socket
+// buffers (a publisher to a server at load average 24 on 2 cores: the
+// PONG took over 10 s). An interval in which the server's TCP stack
+// acknowledged at least busyProgress bytes (TCP_INFO, Linux) does not
+// count, at most maxBusyIntervals in a row: a paused server stops
+// acknowledging once its receive buffer is full, and an idle connection's
+// PINGs alone are far below busyProgress, so both still fail after two.
 func (s *session) writeLoop() {
 	defer close(s.writerDone)
 	var tick <-chan time.Time
@@ -278,13 +295,25 @@ func (s *session) writeLoop() {
 		wt = max(wt, 2*pi)
 	}
 	var spare []byte
+	acked, _ := ackedBytes(s.nc)
+	busy := 0 // intervals in a row not counted against an unanswered PING
 	for {
 		select {
 		case <-s.wake:
 		case <-tick:
+			n, ok := ackedBytes(s.nc)
+			reading := ok && n >= acked+busyProgress
+			acked = n
+			out := s.pingsOut.Load()
+			if out == 0 || !reading {
+				busy = 0
+			}
 			if s.blocked.Load() {
 				s.pingsOut.Store(0)
-			} else if s.pingsOut.Load() >= 2 {
+			} else if out > 0 && reading && busy < maxBusyIntervals {
+				busy++ // the PING waits behind data the server is taking
+				continue
+			} else if out >= 2 {
 				s.fail(fmt.Errorf("%w: %w after %v", ErrDisconnected, ErrPingTimeout, 2*s.welcome.PingInterval))
 				return
 			}
