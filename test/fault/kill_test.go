@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/placement"
 )
 
 // The kill cases with replicated streamlets: which node has which role
@@ -44,13 +46,14 @@ func (tp *topo) opened() []Opened {
 // line changed).
 func (tp *topo) roles() []Roles {
 	tp.t.Helper()
+	ops := tp.opened()
 	open := tp.openNow()
-	names := tp.names()
-	mgr := func(ch string) string { return managerOf(tp.t, ch, names...) }
+	ring := tp.ring()
+	mgr := func(ch string) string { return managerAmong(tp.t, ch, ring) }
 	pubs, subs := tp.nameList(tp.pubs), tp.nameList(tp.subs)
 	var out []Roles
-	for _, n := range names {
-		out = append(out, RolesOf(n, tp.chans, mgr, open, pubs, subs))
+	for _, n := range tp.names() {
+		out = append(out, RolesOf(n, tp.chans, mgr, ops, open, pubs, subs))
 	}
 	return out
 }
@@ -70,8 +73,8 @@ func (tp *topo) openNow() map[string][]string {
 }
 
 func (r Roles) String() string {
-	return fmt.Sprintf("%s: manager of %d channels, orderer of %d open streamlets, follower of %d, gateway of %d publishers and %d subscribers",
-		r.Node, r.Managed, r.Ordered, r.Followed, r.Pubs, r.Subs)
+	return fmt.Sprintf("%s: manager of %d channels, orderer of %d open streamlets, follower of %d (%d streamlets held so far), gateway of %d publishers and %d subscribers",
+		r.Node, r.Managed, r.Ordered, r.Followed, r.Held, r.Pubs, r.Subs)
 }
 
 // killRole is the fault of a kill-replicated case: at the end of the warm
@@ -105,13 +108,14 @@ func killRole(pick func(rs []Roles) int, check func(r Roles) string) func(tp *to
 // the two nodes other than its manager (a manager chooses hosts among the
 // other nodes when there are any), so a node never manages and hosts one
 // channel at once: the manager case's victim hosts nothing of its
-// channels, the host case's victim manages none and serves no client, and
-// the gateway's victim is also a replica (orderer or follower) of every
-// open streamlet of its channels. The all-roles victim manages a third of
-// the channels, orders open streamlets of others and serves a publisher
-// and a subscriber of every channel. Which replica orders moves with the
-// nodes' loads, so the host and all-roles cases choose their victim from
-// the managers' logs when the fault strikes.
+// channels and the host case's victim manages none and serves no client.
+// The gateway case has a fourth node of tiny capacity, which placement
+// gives no streamlet and almost no channel: it only serves clients. The
+// all-roles victim manages a third of the channels, orders open
+// streamlets of others and serves a publisher and a subscriber of every
+// channel. Which replica orders moves with the nodes' loads, so the host
+// and all-roles cases choose their victim from the managers' logs when
+// the fault strikes.
 func killCases() []faultCase {
 	debug := []string{"--log-level", "debug"} // the managers log each streamlet they open
 	r2 := append([]string{"--replicas", replicasFlag()}, debug...)
@@ -141,12 +145,20 @@ func killCases() []faultCase {
 				}
 				return ""
 			})},
-		// a manages every channel; c serves a publisher and a subscriber
-		// (and holds replicas, as every node but the manager does).
-		{name: "kill-replicated/gateway", flags: r2, noLoss: true, replay: true, chans: byA, pubs: []int{1, 2}, subs: []int{0, 1, 2},
-			fault: killRole(c, func(r Roles) string {
-				if r.Managed > 0 || r.Pubs == 0 || r.Subs == 0 {
-					return "want the gateway of a publisher and a subscriber, manager of none"
+		// Four nodes: d has --cluster-capacity 0.01, so placement gives
+		// it no streamlet while a, b and c can take them, and it manages
+		// none of the channels (managed by a): it only serves clients, a
+		// publisher and a subscriber; b serves the others. d is killed:
+		// a gateway and nothing else.
+		{name: "kill-replicated/gateway", nodes: 4, caps: map[string]float64{"d": 0.01}, flags: r2, noLoss: true, replay: true,
+			chans: func(t *testing.T, names []string) []string {
+				return managedAmong(t, "fault.kg", nchans, []placement.Node{{ID: "a", Capacity: 1}, {ID: "b", Capacity: 1},
+					{ID: "c", Capacity: 1}, {ID: "d", Capacity: 0.01}}, "a")
+			},
+			pubs: []int{3, 1}, subs: []int{3, 1, 0},
+			fault: killRole(func([]Roles) int { return 3 }, func(r Roles) string {
+				if r.Managed > 0 || r.Held > 0 || r.Pubs == 0 || r.Subs == 0 {
+					return "want the gateway of a publisher and a subscriber, manager of none, holder of no streamlet"
 				}
 				return ""
 			})},

@@ -208,6 +208,9 @@ type faultCase struct {
 	replay bool
 	// nodes is the size of the topology (0: three, a, b and c).
 	nodes int
+	// caps are the --cluster-capacity of nodes (by name) other than 1;
+	// chans then picks channels by managedAmong over the same capacities.
+	caps map[string]float64
 }
 
 // Timing of every case. bound is the promise under test: every
@@ -253,6 +256,7 @@ func pick[T any](cond bool, a, b T) T {
 func runCase(t *testing.T, bin string, fc faultCase) Result {
 	size := max(fc.nodes, 3)
 	tp := newTopo(t, bin, size, append(append([]string(nil), serveFlags...), fc.flags...)...)
+	tp.caps = fc.caps
 	for _, n := range tp.nodes {
 		tp.start(n)
 	}
@@ -314,13 +318,17 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 	}
 	var all []Publish
 	lastAck := time.Time{}
-	for _, p := range pubs {
+	for k, p := range pubs {
+		var n [4]int // by Outcome
 		for _, e := range p.publishes() {
 			all = append(all, e)
+			n[e.Outcome]++
 			if e.Outcome == Acked && e.Done.After(lastAck) {
 				lastAck = e.Done
 			}
 		}
+		t.Logf("publisher %d (on %s): acked %d, refused %d, unknown %d, pending %d", p.id, tp.nodes[fc.pubs[k]].name,
+			n[Acked], n[Refused], n[Unknown], n[Pending])
 	}
 	// Wait until every subscriber has covered every ack, or the bound
 	// after the last ack has passed.

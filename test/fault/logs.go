@@ -2,6 +2,7 @@ package fault
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,15 +64,21 @@ type Roles struct {
 	Managed  int // channels it manages
 	Ordered  int // channels whose open streamlet it orders (first replica)
 	Followed int // channels whose open streamlet it holds as a follower
+	Held     int // streamlets of the channels opened with it in the set, open or not
 	Pubs     int // publishers connected to it
 	Subs     int // subscribers connected to it (each to every channel)
 }
 
 // RolesOf counts the roles of node: manager maps each channel to its
-// manager, open is OpenSets' answer, pubs and subs name the node of each
-// publisher and subscriber.
-func RolesOf(node string, chans []string, manager func(string) string, open map[string][]string, pubs, subs []string) Roles {
+// manager, ops are the openings logged so far and open is OpenSets'
+// answer, pubs and subs name the node of each publisher and subscriber.
+func RolesOf(node string, chans []string, manager func(string) string, ops []Opened, open map[string][]string, pubs, subs []string) Roles {
 	r := Roles{Node: node}
+	for _, o := range ops {
+		if slices.Contains(chans, o.Channel) && slices.Contains(o.Hosts, node) {
+			r.Held++
+		}
+	}
 	for _, ch := range chans {
 		if manager(ch) == node {
 			r.Managed++

@@ -48,11 +48,12 @@ func TestOpenSetsAndRoles(t *testing.T) {
 		node string
 		want Roles
 	}{
-		{"a", Roles{Node: "a", Managed: 2, Ordered: 1, Pubs: 2, Subs: 1}},
-		{"b", Roles{Node: "b", Managed: 1, Ordered: 1, Followed: 1}},
-		{"c", Roles{Node: "c", Ordered: 1, Followed: 2, Subs: 1}},
+		{"a", Roles{Node: "a", Managed: 2, Ordered: 1, Held: 1, Pubs: 2, Subs: 1}},
+		{"b", Roles{Node: "b", Managed: 1, Ordered: 1, Followed: 1, Held: 4}},
+		{"c", Roles{Node: "c", Ordered: 1, Followed: 2, Held: 5, Subs: 1}},
+		{"d", Roles{Node: "d"}},
 	} {
-		if got := RolesOf(tc.node, chans, mgr, open, []string{"a", "a"}, []string{"a", "c"}); got != tc.want {
+		if got := RolesOf(tc.node, chans, mgr, ops, open, []string{"a", "a"}, []string{"a", "c"}); got != tc.want {
 			t.Errorf("RolesOf(%s) = %+v, want %+v", tc.node, got, tc.want)
 		}
 	}

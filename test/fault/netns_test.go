@@ -73,6 +73,25 @@ type topo struct {
 	// subscribers connect to (set by runCase before the fault).
 	chans      []string
 	pubs, subs []int
+	// caps are the --cluster-capacity of the nodes that do not have 1.
+	caps map[string]float64
+}
+
+// capacity returns node name's --cluster-capacity.
+func (tp *topo) capacity(name string) float64 {
+	if c, ok := tp.caps[name]; ok {
+		return c
+	}
+	return 1
+}
+
+// ring returns the nodes as placement sees them (every one alive).
+func (tp *topo) ring() []placement.Node {
+	var ns []placement.Node
+	for _, n := range tp.nodes {
+		ns = append(ns, placement.Node{ID: placement.NodeID(n.name), Capacity: tp.capacity(n.name)})
+	}
+	return ns
 }
 
 // names returns the names of every node of the topology.
@@ -276,7 +295,8 @@ func (tp *topo) start(n *node) {
 	defer f.Close()
 	args := []string{"netns", "exec", n.ns, tp.bin, "serve", "--node-name", n.name,
 		"--listen", n.client(), "--cluster-listen", n.gossip(), "--loops", "1",
-		"--cluster-capacity", "1", "--cluster-report-interval", "250ms", "--shutdown-timeout", "1s"}
+		"--cluster-capacity", strconv.FormatFloat(tp.capacity(n.name), 'g', -1, 64),
+		"--cluster-report-interval", "250ms", "--shutdown-timeout", "1s"}
 	if n != tp.nodes[0] {
 		args = append(args, "--join", tp.nodes[0].gossip())
 	} else if tp.nodes[1].cmd != nil { // restarted first node: join the second
@@ -412,6 +432,11 @@ func managerOf(t *testing.T, channel string, names ...string) string {
 	for _, name := range names {
 		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
 	}
+	return managerAmong(t, channel, ns)
+}
+
+// managerAmong returns the manager of channel among the nodes ns.
+func managerAmong(t *testing.T, channel string, ns []placement.Node) string {
 	snap, err := placement.NewSnapshot(ns, placement.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +452,11 @@ func managedBy(t *testing.T, prefix string, n int, names []string, managers ...s
 	for _, name := range names {
 		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
 	}
+	return managedAmong(t, prefix, n, ns, managers...)
+}
+
+// managedAmong is managedBy over the nodes ns (with their capacities).
+func managedAmong(t *testing.T, prefix string, n int, ns []placement.Node, managers ...string) []string {
 	snap, err := placement.NewSnapshot(ns, placement.Options{})
 	if err != nil {
 		t.Fatal(err)
