@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -29,20 +31,61 @@ func startNode(t testing.TB, name string, join []string, mutate func(*Options)) 
 // startCluster3 starts nodes a, b and c and waits until each sees all three.
 func startCluster3(t testing.TB, mutate func(*Options)) []*Server {
 	t.Helper()
-	a := startNode(t, "a", nil, mutate)
-	seed := []string{a.clu().GossipAddr()}
-	b := startNode(t, "b", seed, mutate)
-	c := startNode(t, "c", seed, mutate)
-	nodes := []*Server{a, b, c}
-	eventually(t, waitFor, "three members everywhere", func() bool {
+	return startCluster(t, []string{"a", "b", "c"}, mutate)
+}
+
+// startCluster starts one node per name (the first is the others' seed)
+// and waits until each sees them all alive.
+func startCluster(t testing.TB, names []string, mutate func(*Options)) []*Server {
+	t.Helper()
+	first := startNode(t, names[0], nil, mutate)
+	seed := []string{first.clu().GossipAddr()}
+	nodes := []*Server{first}
+	for _, name := range names[1:] {
+		nodes = append(nodes, startNode(t, name, seed, mutate))
+	}
+	eventually(t, waitFor, fmt.Sprintf("%d members everywhere", len(nodes)), func() bool {
 		for _, s := range nodes {
-			if s.clu().Alive() != 3 {
+			if s.clu().Alive() != len(nodes) {
 				return false
 			}
 		}
 		return true
 	})
 	return nodes
+}
+
+// payloadsOf returns the payloads of messages 0 to n-1 (payloadOf).
+func payloadsOf(n int) [][]byte {
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = payloadOf(i)
+	}
+	return payloads
+}
+
+// publishCounting publishes n messages (payloadsOf) to ch through pub and
+// returns their positions and payloads, and how many of the channel's
+// streamlets, as manager m lists them, node hosts; it fails the test when
+// node hosts none (the test needs some there).
+func publishCounting(t testing.TB, m *Server, pub *rawConn, ch string, n int, node string) ([]uint64, [][]byte, int) {
+	t.Helper()
+	payloads := payloadsOf(n)
+	pos, err := pub.publishBatch(ch, payloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := m.route.Info(ch, false)
+	on := 0
+	for _, r := range info.Streamlets {
+		if r.Host == node {
+			on++
+		}
+	}
+	if on == 0 {
+		t.Fatalf("no streamlet of %q on %s: %+v", ch, node, info.Streamlets)
+	}
+	return pos, payloads, on
 }
 
 // kill stops s abruptly, as kill -9 would: no GOAWAY, no membership leave.
@@ -77,10 +120,7 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 	sb := subB.subscribe(1, ch, wire.StartLive, 0)
 	sc := subC.subscribe(1, ch, wire.StartLive, 0)
 	pub, _ := helloRaw(t, a.Addr())
-	payloads := make([][]byte, n)
-	for i := range payloads {
-		payloads[i] = payloadOf(i)
-	}
+	payloads := payloadsOf(n)
 	pos, err := pub.publishBatch(ch, payloads)
 	if err != nil {
 		t.Fatal(err)
@@ -155,10 +195,7 @@ func TestCluster_ReplayFromEarliestAcrossNodes(t *testing.T) {
 	nodes := startCluster3(t, nil)
 	const ch, n = "history", 450
 	pub, _ := helloRaw(t, nodes[0].Addr())
-	payloads := make([][]byte, n)
-	for i := range payloads {
-		payloads[i] = payloadOf(i)
-	}
+	payloads := payloadsOf(n)
 	pos, err := pub.publishBatch(ch, payloads)
 	if err != nil {
 		t.Fatal(err)
@@ -273,43 +310,105 @@ func checkSurvivor(t *testing.T, evs []event, subID uint32, acked map[uint64]int
 	return gaps
 }
 
-// failoverRun publishes on a, subscribes on b, kills victim after a third
-// of the messages and checks that publishing resumes and that b's
-// subscriber saw everything acked except announced losses.
+// failoverRun publishes on a, subscribes on b, kills victim once ready
+// says so after a third of the messages and checks that publishing
+// resumes and that b's subscriber saw everything acked except announced
+// losses; it returns those.
 func failoverRun(t *testing.T, a, b, victim *Server, ch string, ready func() bool) []wire.Gap {
+	t.Helper()
+	return publishThroughKill(t, a, b, ch, killPlan{n: 600, from: 200, within: 30 * time.Second,
+		victims: func() []*Server {
+			if ready == nil || ready() {
+				return []*Server{victim}
+			}
+			return nil
+		}}).gaps
+}
+
+// openHeld returns the open streamlet of ch as its manager m lists it,
+// and how many messages it holds; false when the newest is closed or
+// there is none.
+func openHeld(m *Server, ch string) (role.StreamletRef, uint64, bool) {
+	info, _ := m.mgr.Info(ch, false)
+	n := len(info.Streamlets)
+	if n == 0 || info.Streamlets[n-1].Closed {
+		return role.StreamletRef{}, 0, false
+	}
+	open := info.Streamlets[n-1]
+	return open, info.Next - open.First, true
+}
+
+// killPlan says when publishThroughKill kills what.
+type killPlan struct {
+	n, from int           // publish at least n messages; kill from message from on
+	within  time.Duration // bound of the whole run
+	// victims is asked before each publish from message from on until it
+	// names nodes; those are killed at once (kill).
+	victims func() []*Server
+}
+
+// killRun is what publishThroughKill saw.
+type killRun struct {
+	acked            map[uint64]int // position -> message index, acknowledged
+	gaps             []wire.Gap     // what the subscriber was told was lost
+	refused, unknown int            // answers UNAVAILABLE and OUTCOME_UNKNOWN
+}
+
+// publishThroughKill publishes acknowledged messages one at a time on a
+// while a subscriber on b reads the channel from the live edge, kills the
+// nodes plan.victims names, and goes on until plan.n were published and
+// 100 acknowledged after the kill (failing after plan.within). A publish
+// may be refused (UNAVAILABLE: not stored) or end with OUTCOME_UNKNOWN
+// (its host died with it in flight); anything else fails the test, as do
+// positions that do not increase. It then reads the subscriber through
+// the last acknowledged position and checks it with checkSurvivor: every
+// acknowledged message delivered once, in order, or inside a GAP lost.
+func publishThroughKill(t *testing.T, a, b *Server, ch string, plan killPlan) killRun {
+	t.Helper()
 	sub, _ := helloRaw(t, b.Addr())
 	sub.subscribe(1, ch, wire.StartLive, 0)
 	pub, _ := helloRaw(t, a.Addr())
-	acked := map[uint64]int{}
+	run := killRun{acked: map[uint64]int{}}
 	var last uint64
-	failed, afterKill := 0, 0
-	deadline := time.Now().Add(30 * time.Second)
-	const n = 600
+	afterKill := 0
+	deadline := time.Now().Add(plan.within)
 	killed := false
-	for i := 0; i < n || afterKill < 100 || !killed; i++ {
+	for i := 0; i < plan.n || afterKill < 100 || !killed; i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("publishing did not resume: killed %v, %d failures, %d acked after the kill", killed, failed, afterKill)
+			t.Fatalf("publishing did not resume: killed %v, %d refused, %d unknown, %d acked after the kill",
+				killed, run.refused, run.unknown, afterKill)
 		}
-		if !killed && i >= n/3 && (ready == nil || ready()) {
-			kill(victim)
-			killed = true
+		if !killed && i >= plan.from {
+			if vs := plan.victims(); len(vs) > 0 {
+				var wg sync.WaitGroup
+				for _, v := range vs {
+					wg.Add(1)
+					go func() { defer wg.Done(); kill(v) }()
+				}
+				wg.Wait()
+				killed = true
+			}
 		}
 		o, err := publishTolerant(pub, ch, i)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if o.err != nil {
-			if o.err.Code != wire.CodeUnavailable {
+			switch o.err.Code {
+			case wire.CodeUnavailable:
+				run.refused++
+			case wire.CodeOutcomeUnknown:
+				run.unknown++
+			default:
 				t.Fatalf("publish %d: %v", i, o.err)
 			}
-			failed++
 			continue
 		}
 		if o.pos <= last {
 			t.Fatalf("position %d after %d", o.pos, last)
 		}
 		last = o.pos
-		acked[o.pos] = i
+		run.acked[o.pos] = i
 		if killed {
 			afterKill++
 		}
@@ -318,9 +417,9 @@ func failoverRun(t *testing.T, a, b, victim *Server, ch string, ready func() boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	gaps := checkSurvivor(t, evs, 1, acked)
-	t.Logf("%d publishes failed with UNAVAILABLE around the kill", failed)
-	return gaps
+	run.gaps = checkSurvivor(t, evs, 1, run.acked)
+	t.Logf("%d acked, %d refused, %d unknown outcome around the kill, gaps %v", len(run.acked), run.refused, run.unknown, run.gaps)
+	return run
 }
 
 func TestCluster_HostDiesDuringPublish(t *testing.T) {
@@ -330,14 +429,8 @@ func TestCluster_HostDiesDuringPublish(t *testing.T) {
 	ch := channelManagedBy(t, a, "a", "hostdeath")
 	// Kill c while it hosts the channel's open streamlet.
 	gaps := failoverRun(t, a, b, c, ch, func() bool {
-		info, _ := a.mgr.Info(ch, false)
-		n := len(info.Streamlets)
-		if n == 0 {
-			return false
-		}
-		open := info.Streamlets[n-1]
-		held := info.Next - open.First
-		return !open.Closed && open.Host == "c" && held > 0 && held < 90
+		open, held, ok := openHeld(a, ch)
+		return ok && open.Host == "c" && held > 0 && held < 90
 	})
 	info, _ := a.route.Info(ch, false)
 	lost := 0
@@ -418,24 +511,7 @@ func TestCluster_ReplayAfterHostDeathReportsExactlyTheLostStreamlets(t *testing.
 	ch := channelManagedBy(t, a, "a", "replaylost")
 	pub, _ := helloRaw(t, a.Addr())
 	const n = 700 // 7 full streamlets of 100 on b and c
-	payloads := make([][]byte, n)
-	for i := range payloads {
-		payloads[i] = payloadOf(i)
-	}
-	pos, err := pub.publishBatch(ch, payloads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, _ := a.route.Info(ch, false)
-	onC := 0
-	for _, r := range before.Streamlets {
-		if r.Host == "c" {
-			onC++
-		}
-	}
-	if onC == 0 {
-		t.Fatalf("no streamlet on c: %+v", before.Streamlets)
-	}
+	pos, payloads, _ := publishCounting(t, a, pub, ch, n, "c")
 	kill(c)
 	eventually(t, waitFor, "a marks c's streamlets lost", func() bool {
 		info, _ := a.route.Info(ch, false)

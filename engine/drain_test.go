@@ -24,27 +24,10 @@ func TestCluster_DrainedNodeLosesNothing(t *testing.T) {
 	chC := channelManagedBy(t, a, "c", "drainmgr") // managed by c: handed over
 	pub, _ := helloRaw(t, a.Addr())
 	const n = 700 // 7 full streamlets of 100 on b and c
-	payloads := make([][]byte, n)
-	for i := range payloads {
-		payloads[i] = payloadOf(i)
-	}
-	pos, err := pub.publishBatch(ch, payloads)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pos, payloads, onC := publishCounting(t, a, pub, ch, n, "c")
 	posC, err := pub.publishBatch(chC, payloads[:250])
 	if err != nil {
 		t.Fatal(err)
-	}
-	before, _ := a.route.Info(ch, false)
-	onC := 0
-	for _, r := range before.Streamlets {
-		if r.Host == "c" {
-			onC++
-		}
-	}
-	if onC == 0 {
-		t.Fatalf("no streamlet on c: %+v", before.Streamlets)
 	}
 	client, _ := helloRaw(t, c.Addr())
 
@@ -159,14 +142,11 @@ func TestDrain_SingleNodeReturnsAtOnce(t *testing.T) {
 // load, distinct from the holders), so every closed streamlet has two
 // live holders again, and the copies hold the messages.
 func TestCluster_ReReplicationAfterANodeDeath(t *testing.T) {
-	nodes := startCluster3(t, func(o *Options) { o.Replicas = 2 })
+	nodes := startCluster3(t, withReplicas(2))
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "a", "rerepl")
 	pub, _ := helloRaw(t, a.Addr())
-	payloads := make([][]byte, 500) // 5 full streamlets of 100
-	for i := range payloads {
-		payloads[i] = payloadOf(i)
-	}
+	payloads := payloadsOf(500) // 5 full streamlets of 100
 	pos, err := pub.publishBatch(ch, payloads)
 	if err != nil {
 		t.Fatal(err)

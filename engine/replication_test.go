@@ -2,7 +2,6 @@ package engine
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,81 +82,23 @@ func replicatedFailover(t *testing.T, a, b, victim *Server, ch string, ready fun
 // victims returns once it returns any.
 func replicatedFailoverN(t *testing.T, a, b *Server, ch string, victims func() []*Server) {
 	t.Helper()
-	sub, _ := helloRaw(t, b.Addr())
-	sub.subscribe(1, ch, wire.StartLive, 0)
-	pub, _ := helloRaw(t, a.Addr())
-	acked := map[uint64]int{}
-	var last uint64
-	refused, unknown, afterKill := 0, 0, 0
-	deadline := time.Now().Add(40 * time.Second)
-	killed := false
-	for i := 0; i < 400 || afterKill < 100 || !killed; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("publishing did not resume: killed %v, %d refused, %d acked after the kill", killed, refused, afterKill)
-		}
-		if !killed && i >= 130 {
-			if vs := victims(); len(vs) > 0 {
-				var wg sync.WaitGroup
-				for _, v := range vs {
-					wg.Add(1)
-					go func() { defer wg.Done(); kill(v) }()
-				}
-				wg.Wait()
-				killed = true
-			}
-		}
-		o, err := publishTolerant(pub, ch, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.err != nil {
-			switch o.err.Code {
-			case wire.CodeUnavailable:
-				refused++
-			case wire.CodeOutcomeUnknown:
-				unknown++
-			default:
-				t.Fatalf("publish %d: %v", i, o.err)
-			}
-			continue
-		}
-		if o.pos <= last {
-			t.Fatalf("position %d after %d", o.pos, last)
-		}
-		last = o.pos
-		acked[o.pos] = i
-		if killed {
-			afterKill++
-		}
-	}
-	evs, err := sub.eventsUntil(1, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gaps := checkSurvivor(t, evs, 1, acked)
-	for _, g := range gaps {
-		for p := range acked {
+	run := publishThroughKill(t, a, b, ch, killPlan{n: 400, from: 130, within: 40 * time.Second, victims: victims})
+	for _, g := range run.gaps {
+		for p := range run.acked {
 			if p >= g.From && p <= g.To {
 				t.Fatalf("acknowledged position %d announced lost in %v", p, g)
 			}
 		}
 	}
-	t.Logf("%d acked, %d refused, %d unknown outcome around the kill, gaps %v", len(acked), refused, unknown, gaps)
 }
 
 // openOn reports whether the channel's open streamlet, as manager m sees
 // it, has node among its replicas and holds some messages but is not full.
 func openOn(m *Server, ch, node string, orderer bool) func() bool {
 	return func() bool {
-		info, _ := m.mgr.Info(ch, false)
-		n := len(info.Streamlets)
-		if n == 0 {
-			return false
-		}
-		open := info.Streamlets[n-1]
-		held := info.Next - open.First
+		open, held, ok := openHeld(m, ch)
 		on := slices.Contains(open.Set(), node) && (!orderer || open.Host == node)
-		return !open.Closed && on && held > 5 && held < 80
+		return ok && on && held > 5 && held < 80
 	}
 }
 
@@ -199,37 +140,25 @@ func TestReplication_ManagerDiesNothingAckedLost(t *testing.T) {
 // once during acknowledged publishing; the subscriber gets every
 // acknowledged message once, in order, none announced lost.
 func TestReplication_N3TwoNodesDieAtOnce(t *testing.T) {
-	mutate := withReplicas(3)
-	a := startNode(t, "a", nil, mutate)
-	seed := []string{a.clu().GossipAddr()}
-	nodes := map[string]*Server{"a": a}
-	for _, n := range []string{"b", "c", "d", "e"} {
-		nodes[n] = startNode(t, n, seed, mutate)
+	five := startCluster(t, []string{"a", "b", "c", "d", "e"}, withReplicas(3))
+	a := five[0]
+	nodes := map[string]*Server{}
+	for _, s := range five {
+		nodes[s.opts.ServerName] = s
 	}
-	eventually(t, waitFor, "five members everywhere", func() bool {
-		for _, s := range nodes {
-			if s.clu().Alive() != 5 {
-				return false
-			}
-		}
-		return true
-	})
 	ch := channelManagedBy(t, a, "a", "n3")
 	replicatedFailoverN(t, a, nodes["b"], ch, func() []*Server {
-		info, _ := a.mgr.Info(ch, false)
-		n := len(info.Streamlets)
-		if n == 0 {
+		open, held, ok := openHeld(a, ch)
+		if !ok {
 			return nil
 		}
-		open := info.Streamlets[n-1]
-		held := info.Next - open.First
 		var vs []*Server
 		for _, r := range open.Set() {
 			if r != "a" && r != "b" {
 				vs = append(vs, nodes[r])
 			}
 		}
-		if open.Closed || len(open.Set()) != 3 || len(vs) != 2 || held < 5 || held > 80 {
+		if len(open.Set()) != 3 || len(vs) != 2 || held < 5 || held > 80 {
 			return nil
 		}
 		return vs
