@@ -220,13 +220,20 @@ func (c *rawConn) publishBatch(ch string, payloads [][]byte) ([]uint64, error) {
 }
 
 // subscribeErr sends SUBSCRIBE and returns SUBSCRIBED. DATA and GAP frames
-// that arrive first (for other subscriptions) are an error.
+// that arrive first (for other subscriptions) are an error; a PING is
+// answered and skipped (the server pings a client that was silent for
+// PingInterval, which a slow answer on a loaded machine can outlast).
 func (c *rawConn) subscribeErr(sb wire.Subscribe) (wire.Subscribed, error) {
 	id := c.nextID()
 	if err := c.writeErr(wire.AppendSubscribe(nil, id, sb)); err != nil {
 		return wire.Subscribed{}, err
 	}
 	h, body, err := c.tryNext(waitFor)
+	for err == nil && h.Type == wire.TypePing {
+		if err = c.writeErr(wire.AppendPong(nil, h.ID)); err == nil {
+			h, body, err = c.tryNext(waitFor)
+		}
+	}
 	if err != nil {
 		return wire.Subscribed{}, err
 	}
