@@ -627,14 +627,20 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 			mc.mu.Unlock()
 		}
 		mc.lock()
-		ref := cs.nextRef(id, set, now)
+		// The write lease starts now, after the round trips that sealed
+		// the predecessor and recorded this successor on its replicas:
+		// counted from before them, a lease shorter than those round
+		// trips (a loaded node, a slow peer) ended before its grant
+		// reached the writer, whose next grant then fared the same.
+		leaseFrom := m.now().UnixNano()
+		ref := cs.nextRef(id, set, leaseFrom)
 		g := cs.grantFor(channel, ref)
 		hg := g
 		if m.cl != nil {
 			// Each replica completes the channel's dedup window from the
 			// earlier streamlets (on a single node the host has them all
 			// and rebuilds at the first id).
-			hg.Prior = cs.prior(now, m.cfg.DedupWindow)
+			hg.Prior = cs.prior(leaseFrom, m.cfg.DedupWindow)
 		}
 		mc.mu.Unlock()
 		// The followers first, the orderer last: once the orderer hosts
