@@ -355,14 +355,14 @@ func TestClusterDrainCommand(t *testing.T) {
 		t.Fatalf("drain b: code %d stdout %q stderr %q", code, out, errs)
 	}
 	select {
-	case <-b.exited:
+	case <-b.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatal("b did not exit after its drain")
 	}
-	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := b.ExitCode(); code != 0 {
 		t.Fatalf("b exited with %d after its drain, want 0", code)
 	}
-	logs, _ := os.ReadFile(b.log)
+	logs, _ := os.ReadFile(b.Log)
 	if !strings.Contains(string(logs), "asked to drain") || !strings.Contains(string(logs), "sluice drained") {
 		t.Fatalf("b's log does not show the drain:\n%s", logs)
 	}

@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +16,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/client"
 	"github.com/sluice-rtm/sluice/engine"
-	"github.com/sluice-rtm/sluice/placement"
+	"github.com/sluice-rtm/sluice/internal/proctest"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -27,11 +25,8 @@ const mpSecret = "multi-process-test-secret-0123456789"
 
 // mpNode is one `sluice serve` process of the multi-process test.
 type mpNode struct {
-	name, client, gossip string
-	log                  string // path of its log file (appended to across restarts)
-	cmd                  *exec.Cmd
-	exited               chan struct{} // closed when the process has exited
-	starts               int           // processes started so far
+	proctest.Proc
+	client, gossip string
 }
 
 // freePort returns a loopback port that was free for TCP and UDP a moment
@@ -80,24 +75,8 @@ func buildSluice(t *testing.T) string {
 	t.Helper()
 	b := &sluiceBin
 	b.once.Do(func() {
-		b.dir, b.err = os.MkdirTemp("", "sluice-test-bin-")
-		if b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "sluice")
-		args := []string{"build", "-o", b.path}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		goCmd, err := exec.LookPath("go")
-		if err != nil {
-			b.err = fmt.Errorf("no go command in PATH to build the binary: %v", err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, goCmd, append(args, ".")...).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		if b.dir, b.err = os.MkdirTemp("", "sluice-test-bin-"); b.err == nil {
+			b.path, b.err = proctest.Build(b.dir, raceEnabled, 90*time.Second)
 		}
 	})
 	if b.err != nil {
@@ -122,17 +101,15 @@ func newMPCluster(t *testing.T, names ...string) *mpCluster {
 	dir := t.TempDir()
 	c := &mpCluster{t: t, bin: buildSluice(t), dir: dir, nodes: map[string]*mpNode{}, order: names}
 	for _, name := range names {
-		c.nodes[name] = &mpNode{name: name, client: freePort(t), gossip: freePort(t), log: filepath.Join(dir, name+".log")}
+		c.nodes[name] = &mpNode{Proc: proctest.Proc{Name: name, Log: filepath.Join(dir, name+".log")},
+			client: freePort(t), gossip: freePort(t)}
 	}
 	t.Cleanup(func() {
 		for _, name := range c.order {
 			n := c.nodes[name]
-			if n.cmd != nil {
-				_ = n.cmd.Process.Kill()
-				<-n.exited
-			}
+			n.Stop()
 			if t.Failed() {
-				logs, _ := os.ReadFile(n.log)
+				logs, _ := os.ReadFile(n.Log)
 				t.Logf("---- log of node %s ----\n%s", name, logs)
 			}
 		}
@@ -140,147 +117,50 @@ func newMPCluster(t *testing.T, names ...string) *mpCluster {
 	return c
 }
 
-// start runs node n, joining the gossip addresses in join.
+// start runs node n, joining the gossip addresses in join, and waits
+// until it is ready.
 func (c *mpCluster) start(n *mpNode, join ...string) {
-	t := c.t
-	t.Helper()
-	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	args := []string{"serve", "--node-name", n.name, "--listen", n.client, "--cluster-listen", n.gossip,
+	c.t.Helper()
+	args := []string{c.bin, "serve", "--node-name", n.Name, "--listen", n.client, "--cluster-listen", n.gossip,
 		"--loops", "2", "--limit-msgs", "200", "--limit-life", "500ms", "--ttl", "30s",
 		"--cluster-capacity", "1", "--cluster-report-interval", "200ms", "--shutdown-timeout", "2s"}
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
 	}
-	cmd := exec.Command(c.bin, args...)
-	cmd.Env = append(os.Environ(), clusterSecretEnv+"="+mpSecret)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n.cmd, n.exited = cmd, make(chan struct{})
-	n.starts++
-	go func(done chan struct{}) {
-		_ = cmd.Wait()
-		close(done)
-	}(n.exited)
-	c.waitReady(n)
-}
-
-// waitReady waits until the process started last for n has logged that
-// it is ready (its n.starts-th "msg=ready" line): only then do its
-// listeners serve requests.
-func (c *mpCluster) waitReady(n *mpNode) {
-	t := c.t
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		logs, err := os.ReadFile(n.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Count(logs, []byte("msg=ready")) >= n.starts {
-			return
-		}
-		select {
-		case <-n.exited:
-			t.Fatalf("node %s exited before it was ready", n.name)
-		case <-time.After(50 * time.Millisecond): // polling another process's log file
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s not ready after 20s", n.name)
-		}
-	}
+	n.Start(c.t, []string{clusterSecretEnv + "=" + mpSecret}, args...)
 }
 
 // kill stops node n with SIGKILL and waits for it to exit.
-func (c *mpCluster) kill(n *mpNode) {
-	_ = n.cmd.Process.Kill()
-	select {
-	case <-n.exited:
-	case <-time.After(10 * time.Second):
-		c.t.Fatalf("node %s did not exit after SIGKILL", n.name)
-	}
-}
+func (c *mpCluster) kill(n *mpNode) { n.Kill(c.t) }
 
 // status runs `sluice cluster status --json` against n.
 func (c *mpCluster) status(n *mpNode) (engine.Status, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, c.bin, "cluster", "status", "--server", n.client, "--secret", mpSecret, "--json", "--timeout", "2s")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return engine.Status{}, fmt.Errorf("%v: %s", err, errb.String())
-	}
-	var st engine.Status
-	err := json.Unmarshal(out.Bytes(), &st)
-	return st, err
+	return proctest.Status(c.bin, n.client, mpSecret, 5*time.Second)
 }
 
 // waitStatus polls the status of every node in ns until ok holds for all
 // of them, or fails the test after d.
 func (c *mpCluster) waitStatus(what string, d time.Duration, ok func(engine.Status) bool, ns ...*mpNode) {
-	t := c.t
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		all, last := true, ""
+	c.t.Helper()
+	proctest.WaitUntil(c.t, what, d, 100*time.Millisecond, func() (bool, string) {
 		for _, n := range ns {
 			st, err := c.status(n)
 			if err != nil || !ok(st) {
-				all, last = false, fmt.Sprintf("%s: %+v %v", n.name, st, err)
-				break
+				return false, fmt.Sprintf("%s: %+v %v", n.Name, st, err)
 			}
 		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in %v; last %s", what, d, last)
-		}
-		time.Sleep(100 * time.Millisecond) // polling another process: nothing to wait on
-	}
+		return true, ""
+	})
 }
 
 // aliveMembers counts the members in state alive.
-func aliveMembers(st engine.Status) int {
-	n := 0
-	for _, m := range st.Members {
-		if m.State == "alive" {
-			n++
-		}
-	}
-	return n
-}
+func aliveMembers(st engine.Status) int { return proctest.Alive(st) }
 
 // managedBy returns n channel names with prefix that node manages in a
-// cluster of names whose nodes all have capacity 1: the manager is the
-// owner of the channel on the placement ring of the alive nodes.
+// cluster of names whose nodes all have capacity 1.
 func managedBy(t *testing.T, node, prefix string, n int, names ...string) []string {
 	t.Helper()
-	var ns []placement.Node
-	for _, n := range names {
-		ns = append(ns, placement.Node{ID: placement.NodeID(n), Capacity: 1})
-	}
-	snap, err := placement.NewSnapshot(ns, placement.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var chans []string
-	for i := 0; i < 10000 && len(chans) < n; i++ {
-		ch := fmt.Sprintf("%s.%d", prefix, i)
-		if m, _ := snap.Manager(ch); string(m) == node {
-			chans = append(chans, ch)
-		}
-	}
-	if len(chans) < n {
-		t.Fatalf("not %d channels managed by %s", n, node)
-	}
-	return chans
+	return proctest.ManagedBy(t, prefix, n, names, node)
 }
 
 func mpPayload(i int) []byte { return []byte("m" + strconv.Itoa(i)) }
@@ -430,9 +310,9 @@ func TestMultiProcessCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dial := func(n *mpNode) *client.Conn {
-		conn, err := client.Dial(ctx, n.client, client.WithName("mp-"+n.name))
+		conn, err := client.Dial(ctx, n.client, client.WithName("mp-"+n.Name))
 		if err != nil {
-			t.Fatalf("dial %s: %v", n.name, err)
+			t.Fatalf("dial %s: %v", n.Name, err)
 		}
 		t.Cleanup(func() { conn.Close() })
 		return conn
@@ -450,7 +330,7 @@ func TestMultiProcessCluster(t *testing.T) {
 	for _, n := range []*mpNode{b, cn} {
 		sub, err := dial(n).Subscribe(ctx, ch, client.FromPosition(first+1), client.WithBuffer(4096))
 		if err != nil {
-			t.Fatalf("subscribe on %s: %v", n.name, err)
+			t.Fatalf("subscribe on %s: %v", n.Name, err)
 		}
 		subs = append(subs, sub)
 	}
