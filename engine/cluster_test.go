@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -565,19 +566,30 @@ func TestCluster_ReplayAfterHostDeathReportsExactlyTheLostStreamlets(t *testing.
 // gateway waiting for grants and the acceptor of its peers' requests. A
 // loop that waited for a peer could then wait for itself (the peer's
 // manager asks this node's host, whose answer needs the loop): loops must
-// never wait for the network. Fast rotation makes grants frequent.
+// never wait for the network. Streamlets of 20 messages make grants
+// frequent (every channel rotates three times per node).
+//
+// A loop that waits for itself answers nothing again: its publishers hear
+// nothing for waitFor and its links fall silent. That is what fails the
+// test: every publish answered within waitFor, each in the end
+// acknowledged at increasing positions, no link closed. A refusal
+// (UNAVAILABLE) is an answer, from a loop that turns, and is retried: on
+// a loaded machine (load average 20-28 with the race detector, other
+// engineers' builds beside) round trips take seconds, and the cluster
+// then refuses some publishes rather than stalls. For the same reason the
+// links' RPC timeout is 5 s, so that only a silence of 10 s (waitFor)
+// closes a link, and the lease is the default 4 s (at 250 ms, grants
+// arrived past their lease at that load: a 250 ms lease measures the
+// machine's speed, not the loops).
 func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 	nodes := startCluster3(t, func(o *Options) {
 		o.Loops = 1
 		o.LimitMsgs = 20
-		// 20 messages per streamlet keep grants frequent. A 50 ms lease
-		// made them more frequent still, but under load (average 4-5,
-		// race detector) a grant's streamlet was often past its lease
-		// when the append reached it, and a batch that met that 8 times
-		// failed UNAVAILABLE: 1 run in 3 on a loaded machine.
-		o.LimitLife = 250 * time.Millisecond
+		o.LimitLife = DefaultOptions().LimitLife
+		o.Cluster.RPCTimeout = waitFor / 2
 	})
-	const chans, per = 12, 60
+	const chans, per, tries = 12, 60, 8
+	var refused atomic.Int64
 	errs := make(chan error, len(nodes))
 	for k, s := range nodes {
 		go func() {
@@ -585,13 +597,27 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 			if err == nil {
 				_, err = c.handshakeErr()
 			}
+			last := make([]uint64, chans)
 			for i := 0; err == nil && i < per; i++ {
-				batch := make([][]byte, chans)
-				for j := range batch {
-					batch[j] = payloadOf(i)
-				}
 				for j := 0; err == nil && j < chans; j++ {
-					_, err = c.publishBatch(fmt.Sprintf("stall.%d.%d", k, j), batch[j:j+1])
+					ch := fmt.Sprintf("stall.%d.%d", k, j)
+					for try := 1; ; try++ {
+						o, perr := publishTolerant(c, ch, i)
+						switch {
+						case perr != nil:
+							err = fmt.Errorf("node %s, %s message %d: %w (a loop stopped answering)", s.opts.ServerName, ch, i, perr)
+						case o.err == nil && o.pos <= last[j]:
+							err = fmt.Errorf("%s: message %d at %d after %d", ch, i, o.pos, last[j])
+						case o.err == nil:
+							last[j] = o.pos
+						case o.err.Code == wire.CodeUnavailable && try < tries:
+							refused.Add(1)
+							continue
+						default:
+							err = fmt.Errorf("%s message %d, try %d: %v", ch, i, try, o.err)
+						}
+						break
+					}
 				}
 			}
 			errs <- err
@@ -607,6 +633,7 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 			t.Fatalf("node %s: %d links failed (a peer stopped answering)", s.opts.ServerName, n)
 		}
 	}
+	t.Logf("%d publishes, %d refusals retried", len(nodes)*chans*per, refused.Load())
 }
 
 func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
