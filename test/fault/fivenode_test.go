@@ -20,66 +20,76 @@ func fiveNodeCases() []faultCase {
 	debug := []string{"--log-level", "debug"} // the managers log each streamlet they open
 	return []faultCase{
 		// --replicas 3 on five nodes (three would leave the survivor
-		// without a majority): d and e, which manage some of the 20
-		// channels, serve a publisher (d) and a subscriber (e) and hold
-		// replicas, are killed at once. Some open streamlets lose two of
-		// their three replicas; the one left keeps every acknowledged
-		// message. Then every closed streamlet is copied back to three
-		// holders on a, b and c (sluice cluster status of each).
+		// without a majority); 20 channels managed by all five; every
+		// node serves a publisher or a subscriber. The two nodes that
+		// share the most open streamlets when the fault strikes are
+		// killed at once: those streamlets lose two of their three
+		// replicas, and the one left keeps every acknowledged message.
+		// Then every closed streamlet is copied back to three holders on
+		// the survivors (sluice cluster status of each).
 		{name: "kill-two-r3", nodes: 5, flags: append([]string{"--replicas", "3"}, debug...), noLoss: true, replay: true,
 			chans: func(t *testing.T, names []string) []string {
 				return managedBy(t, "fault.r3", 20, names, "a", "b", "c", "d", "e")
 			},
-			pubs: []int{0, 1, 3}, subs: []int{0, 2, 4},
+			pubs: []int{0, 2, 4}, subs: []int{1, 3},
 			fault: func(tp *topo) {
 				for _, r := range tp.roles() {
 					tp.t.Logf("  %v", r)
 				}
-				d, e, abc := tp.nodes[3], tp.nodes[4], tp.nodes[:3]
-				both := 0
-				for _, set := range tp.openNow() {
-					if slices.Contains(set, "d") && slices.Contains(set, "e") {
-						both++
+				x, y, both := MostShared(tp.openNow(), tp.names())
+				vx, vy := tp.nodes[slices.Index(tp.names(), x)], tp.nodes[slices.Index(tp.names(), y)]
+				tp.t.Logf("%d of %d channels have %s and %s among the three replicas of their open streamlet", both, len(tp.chans), vx.name, vy.name)
+				if both == 0 {
+					tp.t.Errorf("no open streamlet on two nodes: the case kills no two replicas of one streamlet")
+				}
+				var rest []*node
+				for _, n := range tp.nodes {
+					if n != vx && n != vy {
+						rest = append(rest, n)
 					}
 				}
-				tp.t.Logf("%d of %d channels have d and e among the three replicas of their open streamlet", both, len(tp.chans))
-				if both == 0 {
-					tp.t.Errorf("no open streamlet on both d and e: the case kills no two replicas of one streamlet")
-				}
-				done0 := tp.copiesDone(abc)
-				tp.killAll(d, e)
-				tp.t.Logf("killed d and e (-9)")
-				tp.waitReplicated(abc, []*node{d, e}, done0, replicatedWithin)
+				done0 := tp.copiesDone(rest)
+				tp.killAll(vx, vy)
+				tp.t.Logf("killed %s and %s (-9)", vx.name, vy.name)
+				tp.waitReplicated(rest, []*node{vx, vy}, done0, replicatedWithin)
 			}},
-		// --replicas 2 on five nodes; a, b and c manage the channels and
-		// serve the clients. d is killed; once a, b and c report every
-		// closed streamlet back at two holders, e is killed too. Without
-		// the copies, every streamlet held by d and e alone would be lost
-		// with e; with them, the replay on a, b and c gets every
-		// acknowledged message.
+		// --replicas 2 on five nodes; a and b manage the channels and
+		// serve the clients. Of c, d and e, which manage none and serve no
+		// client, the two that hold the most streamlets alone (as their
+		// only replicas) are chosen: one is killed; once the survivors report every
+		// closed streamlet back at two holders, the other is killed too.
+		// Without the copies, the streamlets the two held alone would be
+		// lost with the second; with them, the replay on the survivors
+		// gets every acknowledged message.
 		{name: "rereplicate-r2", nodes: 5, flags: append([]string{"--replicas", "2"}, debug...), noLoss: true, replay: true,
 			chans: func(t *testing.T, names []string) []string {
-				return managedBy(t, "fault.rr", nchans, names, "a", "b", "c")
+				return managedBy(t, "fault.rr", nchans, names, "a", "b")
 			},
-			pubs: []int{0, 1}, subs: []int{0, 2},
+			pubs: []int{0, 1}, subs: []int{0, 1},
 			fault: func(tp *topo) {
-				d, e, abc := tp.nodes[3], tp.nodes[4], tp.nodes[:3]
-				only := 0
+				var ops []Opened
 				for _, o := range tp.opened() {
-					if slices.Contains(tp.chans, o.Channel) && len(o.Hosts) == 2 &&
-						slices.Contains(o.Hosts, "d") && slices.Contains(o.Hosts, "e") {
-						only++
+					if slices.Contains(tp.chans, o.Channel) {
+						ops = append(ops, o)
 					}
 				}
-				tp.t.Logf("%d streamlets opened on d and e alone", only)
+				x, y, only := MostAlone(ops, []string{"c", "d", "e"})
+				first, second := tp.nodes[slices.Index(tp.names(), x)], tp.nodes[slices.Index(tp.names(), y)]
+				tp.t.Logf("%d streamlets opened on %s and %s alone", only, x, y)
 				if only == 0 {
-					tp.t.Errorf("no streamlet on d and e alone: killing both would lose nothing even without re-replication")
+					tp.t.Errorf("no streamlet on two of c, d and e alone: killing both would lose nothing even without re-replication")
 				}
-				done0 := tp.copiesDone(abc)
-				d.kill(tp.t)
-				took, made := tp.waitReplicated(abc, []*node{d}, done0, replicatedWithin)
-				tp.t.Logf("killed d (-9); %d copies made in %v; killing e (-9)", made, took.Round(time.Millisecond))
-				e.kill(tp.t)
+				var rest []*node
+				for _, n := range tp.nodes {
+					if n != first && n != second {
+						rest = append(rest, n)
+					}
+				}
+				done0 := tp.copiesDone(append(rest, second))
+				first.kill(tp.t)
+				took, made := tp.waitReplicated(append(rest, second), []*node{first}, done0, replicatedWithin)
+				tp.t.Logf("killed %s (-9); %d copies made in %v; killing %s (-9)", first.name, made, took.Round(time.Millisecond), second.name)
+				second.kill(tp.t)
 				time.Sleep(faultFor / 2) // the case's schedule
 			}},
 	}

@@ -105,3 +105,43 @@ func RolesOf(node string, chans []string, manager func(string) string, ops []Ope
 	}
 	return r
 }
+
+// MostShared returns the two of names that are both in the most of
+// open's replica sets, and in how many.
+func MostShared(open map[string][]string, names []string) (x, y string, count int) {
+	count = -1
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			n := 0
+			for _, set := range open {
+				if slices.Contains(set, a) && slices.Contains(set, b) {
+					n++
+				}
+			}
+			if n > count {
+				x, y, count = a, b, n
+			}
+		}
+	}
+	return x, y, count
+}
+
+// MostAlone returns the two of candidates that are the whole replica set
+// of the most streamlets opened in ops, and of how many.
+func MostAlone(ops []Opened, candidates []string) (x, y string, count int) {
+	count = -1
+	for i, a := range candidates {
+		for _, b := range candidates[i+1:] {
+			n := 0
+			for _, o := range ops {
+				if len(o.Hosts) == 2 && slices.Contains(o.Hosts, a) && slices.Contains(o.Hosts, b) {
+					n++
+				}
+			}
+			if n > count {
+				x, y, count = a, b, n
+			}
+		}
+	}
+	return x, y, count
+}

@@ -58,3 +58,18 @@ func TestOpenSetsAndRoles(t *testing.T) {
 		}
 	}
 }
+
+func TestMostSharedAndMostAlone(t *testing.T) {
+	open := map[string][]string{"x": {"a", "b", "c"}, "y": {"b", "c", "d"}, "z": {"c", "d", "e"}, "w": {"b", "c", "e"}}
+	if x, y, n := MostShared(open, []string{"a", "b", "c", "d", "e"}); x != "b" || y != "c" || n != 3 {
+		t.Errorf("MostShared = %s, %s, %d; want b, c, 3", x, y, n)
+	}
+	ops := []Opened{{Hosts: []string{"d", "e"}}, {Hosts: []string{"c", "e"}}, {Hosts: []string{"e", "d"}}, {Hosts: []string{"a", "d"}},
+		{Hosts: []string{"c", "d", "e"}}}
+	if x, y, n := MostAlone(ops, []string{"c", "d", "e"}); x != "d" || y != "e" || n != 2 {
+		t.Errorf("MostAlone = %s, %s, %d; want d, e, 2", x, y, n)
+	}
+	if x, y, n := MostAlone(nil, []string{"c", "d", "e"}); x != "c" || y != "d" || n != 0 {
+		t.Errorf("MostAlone of nothing = %s, %s, %d; want c, d, 0", x, y, n)
+	}
+}
