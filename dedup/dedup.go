@@ -170,6 +170,38 @@ func (w *Window) AddKey(k Key, pos uint64, stamp int64) {
 	w.seen++
 }
 
+// Forget removes the ids of the messages at positions [from, to): records
+// that were never kept (a replicated streamlet's recovery dropped them),
+// whose ids must not answer a retry with a position that holds another
+// message or nothing. It is rare, so it rebuilds the generations' filters
+// rather than keeping deletions cheap. It does not touch the counters.
+func (w *Window) Forget(from, to uint64) {
+	if from >= to {
+		return
+	}
+	drop := func(m map[uint64]entry, f *filter) {
+		n := len(m)
+		for h1, e := range m {
+			if e.pos >= from && e.pos < to {
+				delete(m, h1)
+			}
+		}
+		if len(m) != n {
+			f.refill(max(len(m), len(f.words)*8), m)
+		}
+	}
+	drop(w.cur, &w.curBits)
+	drop(w.prev, &w.prevBits)
+	if w.through >= from && w.through < to {
+		w.through = 0
+		for _, m := range []map[uint64]entry{w.cur, w.prev} {
+			for _, e := range m {
+				w.through = max(w.through, e.pos)
+			}
+		}
+	}
+}
+
 // Through returns the highest position added (0 if none).
 func (w *Window) Through() uint64 { return w.through }
 

@@ -180,3 +180,36 @@ func TestFiltersGrow(t *testing.T) {
 		t.Fatalf("%d of 10,000 unknown ids passed the filters", passed)
 	}
 }
+
+// TestForget: the ids of a forgotten range of positions are gone from both
+// generations (a retry of one is new), every other id still answers with
+// its position, and Through no longer names a forgotten position.
+func TestForget(t *testing.T) {
+	w := New(time.Hour, 8) // generations of 4: ids 1-4 rotate into prev
+	for i := 1; i <= 7; i++ {
+		w.Add(fmt.Appendf(nil, "id-%d", i), uint64(100+i), int64(i))
+	}
+	w.Forget(103, 106) // 103, 104 in prev; 105 in cur
+	for i := 1; i <= 7; i++ {
+		pos, ok := w.Lookup(fmt.Appendf(nil, "id-%d", i), 10)
+		if gone := i >= 3 && i <= 5; ok == gone || (ok && pos != uint64(100+i)) {
+			t.Fatalf("id-%d after Forget(103, 106): %d %v", i, pos, ok)
+		}
+	}
+	if w.Len() != 4 || w.Through() != 107 {
+		t.Fatalf("Len %d Through %d, want 4 and 107", w.Len(), w.Through())
+	}
+	w.Forget(106, 200)
+	if w.Through() != 102 {
+		t.Fatalf("Through %d after forgetting the newest, want 102", w.Through())
+	}
+	w.Forget(5, 5) // empty range
+	if w.Len() != 2 {
+		t.Fatalf("Len %d, want 2", w.Len())
+	}
+	// Re-adding a forgotten id at a new position answers with the new one.
+	w.Add([]byte("id-4"), 300, 20)
+	if pos, ok := w.Lookup([]byte("id-4"), 21); !ok || pos != 300 {
+		t.Fatalf("id-4 re-added: %d %v", pos, ok)
+	}
+}

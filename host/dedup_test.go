@@ -300,3 +300,49 @@ func TestMessageIDsPages(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupForgetsWhatRecoveryDropped: an orderer's window holds the ids
+// of records it appended that recovery then dropped (never held by every
+// replica): afterwards they are new messages, and a later streamlet of
+// the channel on that host learns the ids that another host stored at
+// those positions. Before, a retry of a dropped id was answered as a
+// duplicate at a position that held another message, and the other
+// host's ids at those positions were never read.
+func TestDedupForgetsWhatRecoveryDropped(t *testing.T) {
+	now := time.Now().UnixNano()
+	a, b := New("a", time.Now), New("b", time.Now)
+	src := &nodes{hosts: map[string]*Host{"a": a, "b": b}, fail: map[string]bool{}}
+	a.SetIDSource(src, time.Second)
+	b.SetIDSource(src, time.Second)
+	g := role.Grant{Channel: "c", Epoch: 1, Streamlet: a.NewID(), Host: "a", First: 1, LimitMsgs: 10,
+		LimitSize: 1 << 20, LeaseEnd: 1 << 62, Replicas: []string{"a", "f"}}
+	if err := a.HostStreamlet(g); err != nil {
+		t.Fatal(err)
+	}
+	s1 := a.Streamlet(g.Streamlet)
+	if _, _, n := appendAll(s1, now, extRec("x1", "1"), extRec("x2", "2"), extRec("x3", "3"), extRec("x4", "4")); n != 4 {
+		t.Fatalf("appended %d", n)
+	}
+	// The follower f holds two, then dies: recovery keeps [1, 3).
+	s1.Acked("f", 2)
+	s1.Fence()
+	if err := s1.SealAt(2, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	r1 := role.StreamletRef{ID: s1.ID(), Host: "a", First: 1, End: 3, Closed: true, Replicas: []string{"a"}}
+	// The channel continues on b at 3: other messages take 3 and 4.
+	s2 := hostAt(t, b, 3, 2, r1)
+	r2 := fill(t, s2, now, "y3", "y4")
+	// Later it comes back to a.
+	s3 := hostAt(t, a, 5, 10, r1, r2)
+	pos, dup, _ := appendAll(s3, now, extRec("x3", "retry"), extRec("y4", "again"), extRec("x1", "again"))
+	if dup[0] || pos[0] != 5 {
+		t.Errorf("a retry of dropped x3: position %d duplicate %v, want a new message at 5", pos[0], dup[0])
+	}
+	if !dup[1] || pos[1] != 4 {
+		t.Errorf("y4, stored at 4 on b: position %d duplicate %v, want a duplicate of 4", pos[1], dup[1])
+	}
+	if !dup[2] || pos[2] != 1 {
+		t.Errorf("x1, kept at 1: position %d duplicate %v, want a duplicate of 1", pos[2], dup[2])
+	}
+}

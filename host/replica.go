@@ -217,6 +217,29 @@ func (s *Streamlet) Fence() (held int, final bool, succ uint64, succHost string)
 	return s.buf.Written(), s.repl.final, s.succ, s.succHost
 }
 
+// unwindow takes the records [n, held) that recovery dropped out of the
+// channel's dedup window (an orderer added their ids as it appended
+// them): a retry of such an id is a new message, and the positions are
+// given to other messages by the next streamlet. A window that had seen
+// the channel up to the dropped end has seen it only up to n now, so a
+// later streamlet here reads what follows from where it was written.
+// s.mu is held.
+func (s *Streamlet) unwindow(n, held int) {
+	cw := s.dd
+	if cw == nil || held <= n {
+		return
+	}
+	from, to := s.first+uint64(n), s.first+uint64(held)
+	cw.mu.Lock()
+	if cw.w != nil {
+		cw.w.Forget(from, to)
+	}
+	if cw.next > from && cw.next <= to {
+		cw.next = from
+	}
+	cw.mu.Unlock()
+}
+
 // SealAt ends a fenced replica at n records: records beyond are dropped
 // (never visible: every replica holds what any replica made visible), the
 // first n become visible, and keep, the surviving replicas, becomes the
@@ -251,6 +274,7 @@ func (s *Streamlet) SealAt(n int, keep []string) error {
 		r.replicas = append([]string(nil), keep...)
 	}
 	s.buf.Truncate(n)
+	s.unwindow(n, held)
 	s.commitLocked(n)
 	s.mu.Unlock()
 	s.committed()
