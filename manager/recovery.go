@@ -237,6 +237,17 @@ func (cs *chanState) recovered(id uint64, p recoveryPlan, now int64) {
 	if !s.Closed {
 		cs.close(id, s.First+uint64(p.Len), now)
 		s = &cs.list[i]
+	} else if end := s.First + uint64(p.Len); end < s.End {
+		// Closed at the orderer's end (its seal counts what it wrote,
+		// visible or not), and the survivors hold less: the rest was
+		// never held by every replica, so never acknowledged or shown,
+		// and nobody holds it now. It is lost (readers get GAP lost)
+		// and never handed out again: the next streamlet starts at the
+		// old end.
+		hole := role.StreamletRef{First: end, End: s.End, Closed: true, Lost: true, Expires: s.Expires}
+		s.End = end
+		cs.list = slices.Insert(cs.list, i+1, hole)
+		s = &cs.list[i]
 	}
 	s.Host, s.Replicas = p.Keep[0], nil
 	if len(p.Keep) > 1 {

@@ -255,3 +255,64 @@ func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
 		})
 	}
 }
+
+// TestRecovery_ClosedStreamletShorterThanListed: a replicated streamlet
+// closed at its orderer's end (the seal counts what the orderer wrote,
+// acknowledged or not) whose orderer then dies is recovered at what the
+// follower holds; the rest, never acknowledged, is listed lost, so that
+// readers get GAP lost for it instead of waiting at a position no replica
+// will ever hold, and the positions are not handed out again. Before, the
+// list kept the orderer's end: readers of the follower stalled there for
+// good (the N = 2 rolling restart's stalled subscriber).
+func TestRecovery_ClosedStreamletShorterThanListed(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	c := newHosts(clock, "a", "b", "c")
+	m := replicaManager(t, c, 2, clock)
+	m.cfg.Node = "m"
+	g, err := m.WriteGrant("ch", 0)
+	if err != nil || !reflect.DeepEqual(g.Set(), []string{"a", "b"}) {
+		t.Fatalf("grant %+v %v", g, err)
+	}
+	a, b := c.hs["a"].Streamlet(g.Streamlet), c.hs["b"].Streamlet(g.Streamlet)
+	for i := 0; i < 5; i++ {
+		if _, err := a.Append([]byte{byte(i)}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Replicate("a", g.Epoch, 0, 3, 0, false, func(i int) ([]byte, bool, int64) {
+		p, ext := a.Buf().GetHeldExt(i)
+		return p, ext, 1
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.Acked("b", 3)                // three acknowledged, two written at a only
+	now = now.Add(5 * time.Second) // past the lease: the next grant closes it at a's end
+	g2, err := m.WriteGrant("ch", 0)
+	if err != nil || g2.First != g.First+5 {
+		t.Fatalf("next grant %+v %v, want one at +5", g2, err)
+	}
+	c.dead["a"] = true
+	m.NodeDown("a")
+	info, _ := m.Info("ch", false)
+	if len(info.Streamlets) != 3 {
+		t.Fatalf("list %+v, want the recovered streamlet, a lost range and the next", info.Streamlets)
+	}
+	s0, hole := info.Streamlets[0], info.Streamlets[1]
+	if s0.ID != g.Streamlet || s0.End != g.First+3 || s0.Lost || !reflect.DeepEqual(s0.Set(), []string{"b"}) {
+		t.Fatalf("recovered %+v, want [+0, +3) on b", s0)
+	}
+	if !hole.Lost || hole.First != g.First+3 || hole.End != g.First+5 {
+		t.Fatalf("after it %+v, want [+3, +5) lost", hole)
+	}
+	if i := info.Locate(g.First + 3); i != 1 {
+		t.Fatalf("position +3 is in entry %d, want the lost range", i)
+	}
+	if next := info.Streamlets[2]; next.ID != g2.Streamlet || next.First != g.First+5 {
+		t.Fatalf("next %+v", next)
+	}
+	g3, err := m.WriteGrant("ch", 0)
+	if err != nil || g3.First < g.First+5 {
+		t.Fatalf("grant after recovery %+v %v: reuses a lost position", g3, err)
+	}
+}
