@@ -62,17 +62,21 @@ func (c *Cluster) startSenders(s *host.Streamlet) {
 	if c.snd.m == nil {
 		c.snd.m = make(map[uint64][]*sender)
 	}
-	if len(c.snd.m[s.ID()]) > 0 {
-		c.snd.mu.Unlock()
-		return
-	}
-	var list []*sender
+	// Called again when a retried HOST changed the set (host.HostStreamlet):
+	// a sender for each follower that has none; those of nodes no longer
+	// in the set stop at their next pull.
+	list := c.snd.m[s.ID()]
+	var added []*sender
 	for _, f := range set[1:] {
-		list = append(list, &sender{c: c, s: s, node: f, commitSent: -1})
+		if !slices.ContainsFunc(list, func(sd *sender) bool { return sd.node == f }) {
+			added = append(added, &sender{c: c, s: s, node: f, commitSent: -1})
+		}
 	}
-	c.snd.m[s.ID()] = list
+	if len(added) > 0 {
+		c.snd.m[s.ID()] = append(slices.Clip(list), added...)
+	}
 	c.snd.mu.Unlock()
-	for _, sd := range list {
+	for _, sd := range added {
 		s.AddWaker(sd)
 	}
 }
@@ -136,8 +140,8 @@ func (sd *sender) pull(lk *Link) {
 		return
 	}
 	s := sd.s
-	if !slices.Contains(s.Replicas(), sd.node) {
-		sd.stop() // recovery dropped the follower from the set
+	if !s.Orderer() || !slices.Contains(s.Replicas(), sd.node) {
+		sd.stop() // recovery dropped the follower from the set, or a retried HOST changed it
 		return
 	}
 	if sd.lk != lk {

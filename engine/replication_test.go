@@ -164,3 +164,47 @@ func TestReplication_N3TwoNodesDieAtOnce(t *testing.T) {
 		return vs
 	})
 }
+
+// TestReplication_RetriedHostMovesTheOrderer: b's host refuses new
+// streamlets (it drains, and the manager's view does not show it yet), so
+// a manager that chose [b c] for a streamlet, after c hosted it as the
+// follower, retries the same streamlet on [c a], making c its orderer.
+// Every acknowledged publish must still be acknowledged and delivered:
+// c forwards to its new follower. Before, c took the new set without
+// starting to forward (no sender): nothing it took became durable, the
+// publishes were never acknowledged and the readers stalled, until c left
+// (the N = 2 rolling restart). The manager a chooses the orderer among b
+// and c, so b is the first choice of about half the streamlets: with ten
+// or more streamlets the retry happens almost surely.
+func TestReplication_RetriedHostMovesTheOrderer(t *testing.T) {
+	nodes := startCluster3(t, withReplicas(2))
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ch := channelManagedBy(t, a, "a", "retried")
+	b.host.SetDraining()
+	sub, _ := helloRaw(t, c.Addr())
+	sub.subscribe(1, ch, wire.StartLive, 0)
+	pub, _ := helloRaw(t, a.Addr())
+	acked := map[uint64]int{}
+	var last uint64
+	for i := 0; i < 1200; i++ { // twelve streamlets of 100 at least
+		o, err := publishTolerant(pub, ch, i)
+		if err != nil || o.err != nil {
+			t.Fatalf("publish %d: %v %v", i, err, o.err)
+		}
+		acked[o.pos], last = i, o.pos
+	}
+	evs, err := sub.eventsUntil(1, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gaps := checkSurvivor(t, evs, 1, acked); len(gaps) != 0 {
+		t.Fatalf("gaps %v without a failure", gaps)
+	}
+	info, _ := a.route.Info(ch, false)
+	for _, r := range info.Streamlets {
+		if set := r.Set(); slices.Contains(set, "b") || len(set) != 2 {
+			t.Fatalf("streamlet %+v on %v, want the two nodes that take streamlets", r, set)
+		}
+	}
+	t.Logf("%d streamlets", len(info.Streamlets))
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -557,12 +558,20 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		h.mu.Unlock()
 		// A retried request: hosted already. A manager that had to pick
 		// another replica retries with the new set, which an empty
-		// streamlet takes.
+		// streamlet takes. The node's role may change with the set: a
+		// follower of the first try may order the retry's, and must then
+		// forward to its followers (onOrder, as for a streamlet hosted
+		// anew).
 		old.mu.Lock()
+		order := false
 		if old.buf.Written() == 0 && old.first == g.First && (old.repl == nil) == (s.repl == nil) {
+			order = s.repl != nil && s.repl.orderer && !slices.Equal(old.repl.replicas, s.repl.replicas)
 			old.repl = s.repl
 		}
 		old.mu.Unlock()
+		if order && h.onOrder != nil {
+			h.onOrder(old)
+		}
 		return nil
 	}
 	if h.draining.Load() {

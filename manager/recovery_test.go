@@ -2,10 +2,12 @@ package manager
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
 )
 
@@ -314,5 +316,42 @@ func TestRecovery_ClosedStreamletShorterThanListed(t *testing.T) {
 	g3, err := m.WriteGrant("ch", 0)
 	if err != nil || g3.First < g.First+5 {
 		t.Fatalf("grant after recovery %+v %v: reuses a lost position", g3, err)
+	}
+}
+
+// TestWriteGrant_RetriedSetMakesAFollowerTheOrderer: the first replica
+// chosen refuses the streamlet (its node drains, which the manager's view
+// does not show yet) after the second hosted it as a follower; the retry,
+// with the same id, makes that node the orderer of a new set. It must
+// start forwarding to its new follower like any orderer (the host's
+// onOrder hook). Before, the host took the new set silently: nothing was
+// forwarded, no record ever became durable, and the channel's readers and
+// publishers stalled until the orderer left (the N = 2 rolling restart).
+func TestWriteGrant_RetriedSetMakesAFollowerTheOrderer(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	c := newHosts(clock, "b", "c", "a")
+	var ordered []string
+	for _, n := range c.order {
+		c.hs[n].SetReplicationHooks(func(s *host.Streamlet) { ordered = append(ordered, fmt.Sprintf("%s:%d", n, s.ID())) }, nil)
+	}
+	m := replicaManager(t, c, 2, clock)
+	m.cfg.Node = "m"
+	if g, err := m.WriteGrant("ch", 0); err != nil || !reflect.DeepEqual(g.Set(), []string{"b", "c"}) {
+		t.Fatalf("first grant %+v %v, want one on [b c]", g, err)
+	}
+	ordered = nil
+	c.hs["b"].SetDraining()
+	now = now.Add(5 * time.Second) // past the lease: the next grant opens the successor
+	g, err := m.WriteGrant("ch", 0)
+	if err != nil || !reflect.DeepEqual(g.Set(), []string{"c", "a"}) {
+		t.Fatalf("grant %+v %v, want one on [c a]", g, err)
+	}
+	s := c.hs["c"].Streamlet(g.Streamlet)
+	if s == nil || !s.Orderer() || !reflect.DeepEqual(s.Replicas(), []string{"c", "a"}) {
+		t.Fatalf("c's streamlet %v: orderer %v", s, s != nil && s.Orderer())
+	}
+	if want := []string{fmt.Sprintf("c:%d", g.Streamlet)}; !reflect.DeepEqual(ordered, want) {
+		t.Fatalf("onOrder calls %v, want %v", ordered, want)
 	}
 }
