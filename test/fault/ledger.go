@@ -252,6 +252,7 @@ func Account(pubs []Publish, subs []Sub, bound time.Duration) Result {
 		}
 		sort.Slice(gaps, func(i, j int) bool { return gaps[i].From < gaps[j].From })
 		silent, firstSilent, lastSilent := 0, uint64(0), uint64(0)
+		late, firstLate, lastLate, worst := 0, uint64(0), uint64(0), time.Duration(0)
 		for _, p := range perCh[s.Channel] {
 			if p.Pos < s.From {
 				continue
@@ -282,8 +283,16 @@ func Account(pubs []Publish, subs []Sub, bound time.Duration) Result {
 			lat = append(lat, d)
 			if d > bound {
 				r.Late++
-				r.note("%s: position %d (%v) covered %v after its ack (bound %v)", s.Name, p.Pos, p.ID, d.Round(time.Millisecond), bound)
+				if late == 0 {
+					firstLate = p.Pos
+				}
+				late++
+				lastLate, worst = p.Pos, max(worst, d)
 			}
+		}
+		if late > 0 {
+			r.note("%s: %d acked positions in %d..%d covered later than %v after their ack (at most %v)",
+				s.Name, late, firstLate, lastLate, bound, worst.Round(time.Millisecond))
 		}
 		if silent > 0 {
 			r.note("%s: %d acked positions in %d..%d neither delivered nor announced; it received %d events, the last at position %d",
