@@ -159,24 +159,29 @@ func TestFault(t *testing.T) {
 	// streamlets copied to the others, its clients sent to them), and
 	// started again, while publishers and subscribers on all three nodes
 	// go on: a non-event for subscribers.
-	cases = append(cases, faultCase{name: "rolling-restart", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, nonEvent: true,
-		fault: func(tp *topo) {
-			for _, n := range tp.nodes {
-				t0 := time.Now()
-				n.signal(tp.t, syscall.SIGTERM)
-				select {
-				case <-n.exited:
-				case <-time.After(40 * time.Second):
-					tp.t.Fatalf("node %s still running 40 s after SIGTERM:\n%s", n.name, tail(n.log, 20))
-				}
-				if code := n.cmd.ProcessState.ExitCode(); code != 0 {
-					tp.t.Fatalf("node %s exited with %d after SIGTERM:\n%s", n.name, code, tail(n.log, 20))
-				}
-				tp.t.Logf("node %s drained and stopped in %v", n.name, time.Since(t0).Round(time.Millisecond))
-				tp.start(n)
-				tp.waitAlive(3, 30*time.Second, tp.nodes...)
+	rolling := func(tp *topo) {
+		for _, n := range tp.nodes {
+			t0 := time.Now()
+			n.signal(tp.t, syscall.SIGTERM)
+			select {
+			case <-n.exited:
+			case <-time.After(40 * time.Second):
+				tp.t.Fatalf("node %s still running 40 s after SIGTERM:\n%s", n.name, tail(n.log, 20))
 			}
-		}})
+			if code := n.cmd.ProcessState.ExitCode(); code != 0 {
+				tp.t.Fatalf("node %s exited with %d after SIGTERM:\n%s", n.name, code, tail(n.log, 20))
+			}
+			tp.t.Logf("node %s drained and stopped in %v", n.name, time.Since(t0).Round(time.Millisecond))
+			tp.start(n)
+			tp.waitAlive(3, 30*time.Second, tp.nodes...)
+		}
+	}
+	cases = append(cases, faultCase{name: "rolling-restart", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, nonEvent: true, fault: rolling})
+	// The same with every streamlet held by two nodes: a drained node's
+	// replicas are sealed and continued elsewhere, what it held copied up
+	// to two again.
+	cases = append(cases, faultCase{name: "rolling-restart-r2", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, nonEvent: true, fault: rolling,
+		flags: []string{"--replicas", "2"}})
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Logf("nft not found: the one-way case is skipped (.ci/run installs nftables)")
 	}
