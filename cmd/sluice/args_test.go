@@ -195,14 +195,27 @@ func runCmd(ctx context.Context, stdin string, args ...string) (int, string, str
 	return code, out.String(), errb.String()
 }
 
+// cmdCase is a command line and what running it must give.
+type cmdCase struct {
+	args []string
+	code int
+	out  string // substring of stdout
+	err  string // substring of stderr
+}
+
+// checkCommands runs each case's command line in this process.
+func checkCommands(t *testing.T, ctx context.Context, cases []cmdCase) {
+	t.Helper()
+	for _, tc := range cases {
+		code, out, errs := runCmd(ctx, "", tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {
+			t.Fatalf("%q: code %d (want %d)\nstdout: %s\nstderr: %s", tc.args, code, tc.code, out, errs)
+		}
+	}
+}
+
 func TestHelpAndUsage(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		args []string
-		code int
-		out  string // substring of stdout
-		err  string // substring of stderr
-	}{
+	checkCommands(t, context.Background(), []cmdCase{
 		{[]string{"help"}, exitOK, "Commands:", ""},
 		{[]string{"--help"}, exitOK, "serve", ""},
 		{nil, exitUsage, "", "Usage: sluice"},
@@ -222,12 +235,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{[]string{"serve", "--limit-msgs", "-5"}, exitUsage, "", "limit-msgs: -5"},
 		{[]string{"serve", "--config", "/nonexistent.toml"}, exitUsage, "", "nonexistent.toml"},
 		{[]string{"token", "--help"}, exitOK, "sha256", ""},
-	} {
-		code, out, errs := runCmd(ctx, "", tc.args...)
-		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {
-			t.Fatalf("%q: code %d (want %d)\nstdout: %s\nstderr: %s", tc.args, code, tc.code, out, errs)
-		}
-	}
+	})
 }
 
 func TestPubCannotConnect(t *testing.T) {

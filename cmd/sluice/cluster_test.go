@@ -267,12 +267,7 @@ func TestClusterCommandLine(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.toml")
 	writeFile(t, path, "[cluster]\nsecret = \"short\"\n")
-	for _, tc := range []struct {
-		args []string
-		code int
-		out  string // substring of stdout
-		err  string // substring of stderr
-	}{
+	checkCommands(t, ctx, []cmdCase{
 		{[]string{"help"}, exitOK, "cluster", ""},
 		{[]string{"help", "cluster"}, exitOK, "status", ""},
 		{[]string{"help", "cluster", "status"}, exitOK, "--secret", ""},
@@ -284,12 +279,7 @@ func TestClusterCommandLine(t *testing.T) {
 		{[]string{"cluster", "status", "--timeout", "0s"}, exitUsage, "", "--timeout"},
 		{[]string{"cluster", "status", "--config", path}, exitFail, "", "cluster.secret"},
 		{[]string{"serve", "--help"}, exitOK, "--cluster-listen", ""},
-	} {
-		code, out, errs := runCmd(ctx, "", tc.args...)
-		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.err) {
-			t.Fatalf("%q: code %d (want %d)\nstdout: %s\nstderr: %s", tc.args, code, tc.code, out, errs)
-		}
-	}
+	})
 }
 
 func TestPrintStatusSortsByName(t *testing.T) {
