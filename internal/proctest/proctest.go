@@ -255,14 +255,19 @@ func WaitUntil(t testing.TB, what string, d, interval time.Duration, cond func()
 	}
 }
 
-// ring returns the placement ring of nodes names, each of capacity 1 (as
-// the test clusters run them: --cluster-capacity 1).
-func ring(t testing.TB, names []string) *placement.Snapshot {
-	t.Helper()
+// ring returns the placement nodes names, each of capacity 1 (as the test
+// clusters run them: --cluster-capacity 1).
+func ring(names []string) []placement.Node {
 	var ns []placement.Node
 	for _, name := range names {
 		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
 	}
+	return ns
+}
+
+// snapshot is the placement of the nodes ns.
+func snapshot(t testing.TB, ns []placement.Node) *placement.Snapshot {
+	t.Helper()
 	snap, err := placement.NewSnapshot(ns, placement.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +279,13 @@ func ring(t testing.TB, names []string) *placement.Snapshot {
 // node computes it while it sees exactly those alive.
 func ManagerOf(t testing.TB, channel string, names ...string) string {
 	t.Helper()
-	m, _ := ring(t, names).Manager(channel)
+	return ManagerAmong(t, channel, ring(names))
+}
+
+// ManagerAmong is ManagerOf among the nodes ns, with their capacities.
+func ManagerAmong(t testing.TB, channel string, ns []placement.Node) string {
+	t.Helper()
+	m, _ := snapshot(t, ns).Manager(channel)
 	return string(m)
 }
 
@@ -282,7 +293,13 @@ func ManagerOf(t testing.TB, channel string, names ...string) string {
 // in a cluster of the nodes names.
 func ManagedBy(t testing.TB, prefix string, n int, names []string, managers ...string) []string {
 	t.Helper()
-	snap := ring(t, names)
+	return ManagedAmong(t, prefix, n, ring(names), managers...)
+}
+
+// ManagedAmong is ManagedBy among the nodes ns, with their capacities.
+func ManagedAmong(t testing.TB, prefix string, n int, ns []placement.Node, managers ...string) []string {
+	t.Helper()
+	snap := snapshot(t, ns)
 	var out []string
 	for i := 0; i < 100000 && len(out) < n; i++ {
 		ch := fmt.Sprintf("%s.%d", prefix, i)

@@ -4,8 +4,6 @@ package fault
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/engine"
+	"github.com/sluice-rtm/sluice/internal/proctest"
 	"github.com/sluice-rtm/sluice/placement"
 )
 
@@ -340,47 +339,21 @@ func (tp *topo) start(n *node) {
 
 // status asks node n for its view (sluice cluster status).
 func (tp *topo) status(n *node) (engine.Status, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, tp.bin, "cluster", "status", "--server", n.client(), "--secret", secret, "--json", "--timeout", "2s")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return engine.Status{}, fmt.Errorf("%v: %s", err, errb.String())
-	}
-	var st engine.Status
-	err := json.Unmarshal(out.Bytes(), &st)
-	return st, err
+	return proctest.Status(tp.bin, n.client(), secret, 4*time.Second)
 }
 
 // waitAlive waits until every node in ns sees want alive members.
 func (tp *topo) waitAlive(want int, d time.Duration, ns ...*node) {
-	t := tp.t
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		ok, last := true, ""
+	tp.t.Helper()
+	proctest.WaitUntil(tp.t, fmt.Sprintf("%d alive members", want), d, 200*time.Millisecond, func() (bool, string) {
 		for _, n := range ns {
 			st, err := tp.status(n)
-			alive := 0
-			for _, m := range st.Members {
-				if m.State == "alive" {
-					alive++
-				}
-			}
-			if err != nil || alive != want {
-				ok, last = false, fmt.Sprintf("%s: %d alive %v", n.name, alive, err)
-				break
+			if alive := proctest.Alive(st); err != nil || alive != want {
+				return false, fmt.Sprintf("%s: %d alive %v", n.name, alive, err)
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not %d alive members after %v: %s", want, d, last)
-		}
-		time.Sleep(200 * time.Millisecond) // polling other processes
-	}
+		return true, ""
+	})
 }
 
 func (n *node) signal(t *testing.T, sig syscall.Signal) {
@@ -432,53 +405,23 @@ func (tp *topo) dropToPeers(n *node, only ...*node) func() {
 // managerOf returns the manager of channel among the nodes names (each of
 // capacity 1), as every node computes it while it sees exactly those alive.
 func managerOf(t *testing.T, channel string, names ...string) string {
-	var ns []placement.Node
-	for _, name := range names {
-		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
-	}
-	return managerAmong(t, channel, ns)
+	return proctest.ManagerOf(t, channel, names...)
 }
 
 // managerAmong returns the manager of channel among the nodes ns.
 func managerAmong(t *testing.T, channel string, ns []placement.Node) string {
-	snap, err := placement.NewSnapshot(ns, placement.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := snap.Manager(channel)
-	return string(m)
+	return proctest.ManagerAmong(t, channel, ns)
 }
 
 // managedBy returns channels named prefix.N that node manages in a
 // cluster of names with capacity 1 each (the placement ring's owner).
 func managedBy(t *testing.T, prefix string, n int, names []string, managers ...string) []string {
-	var ns []placement.Node
-	for _, name := range names {
-		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
-	}
-	return managedAmong(t, prefix, n, ns, managers...)
+	return proctest.ManagedBy(t, prefix, n, names, managers...)
 }
 
 // managedAmong is managedBy over the nodes ns (with their capacities).
 func managedAmong(t *testing.T, prefix string, n int, ns []placement.Node, managers ...string) []string {
-	snap, err := placement.NewSnapshot(ns, placement.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for i := 0; i < 100000 && len(out) < n; i++ {
-		ch := fmt.Sprintf("%s.%d", prefix, i)
-		m, _ := snap.Manager(ch)
-		for _, want := range managers {
-			if string(m) == want {
-				out = append(out, ch)
-			}
-		}
-	}
-	if len(out) < n {
-		t.Fatalf("not %d channels managed by %v", n, managers)
-	}
-	return out
+	return proctest.ManagedAmong(t, prefix, n, ns, managers...)
 }
 
 func contains(ns []*node, n *node) bool {
