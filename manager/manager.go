@@ -988,8 +988,9 @@ func (m *Manager) Tick(now time.Time) []Action {
 				// recovered first (the open one too, whose lease may have
 				// ended: it is sealed at the next tick otherwise), before
 				// they are sealed, copied or read to their end; not while
-				// the state is partial (a grant rebuilds it first).
-				if !cs.partial {
+				// the state is partial (a grant rebuilds it first) or the
+				// node has no majority (it fences nothing then).
+				if !cs.partial && m.cl != nil && m.cl.Quorate() {
 					acts = append(acts, Action{Kind: ActRecover, Channel: mc.name})
 				}
 			case ok && ref.Host == m.cfg.Node && len(ref.Replicas) <= 1:

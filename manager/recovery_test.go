@@ -191,7 +191,7 @@ func TestMissingReplicas(t *testing.T) {
 // ends it in the list at 5 while a shows 3 forever: readers wait at the
 // fourth and a copy of it never completes. Open: the next grant recovers
 // it; closed (sealed at its orderer before the deaths): the next tick
-// does, and only then is it copied.
+// does (not while the node has no majority), and only then is it copied.
 func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
 	for _, closed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "open", true: "closed"}[closed], func(t *testing.T) {
@@ -230,6 +230,13 @@ func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
 				if _, ok := m2.Info("ch", true); !ok {
 					t.Fatal("m2 does not know the channel")
 				}
+				m2.SetCluster(noQuorum{c})
+				for _, act := range m2.Tick(now) {
+					if act.Kind == ActRecover {
+						t.Fatal("a recovery without a majority")
+					}
+				}
+				m2.SetCluster(c)
 				for _, act := range m2.Tick(now) {
 					if act.Kind == ActCopy {
 						t.Fatalf("a copy of streamlet %d before its recovery", act.Ref.ID)
@@ -355,3 +362,8 @@ func TestWriteGrant_RetriedSetMakesAFollowerTheOrderer(t *testing.T) {
 		t.Fatalf("onOrder calls %v, want %v", ordered, want)
 	}
 }
+
+// noQuorum is a cluster whose node has no majority.
+type noQuorum struct{ hosts }
+
+func (noQuorum) Quorate() bool { return false }

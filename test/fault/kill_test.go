@@ -140,8 +140,8 @@ func killCases() []faultCase {
 		// hold the replicas.
 		{name: "kill-replicated/manager", flags: r2, noLoss: true, replay: true, chans: byC, pubs: []int{0, 1}, subs: []int{0, 1},
 			fault: killRole(c, func(r Roles) string {
-				if r.Managed != nchans || r.Ordered+r.Followed > 0 || clients(r) > 0 {
-					return "want the manager of every channel, a replica of no open streamlet, gateway of none"
+				if r.Managed != nchans || r.Held > 0 || clients(r) > 0 {
+					return "want the manager of every channel, holder of no streamlet, gateway of none"
 				}
 				return ""
 			})},
