@@ -308,6 +308,10 @@ func StartServerProcEnv(ctx context.Context, argv, env []string, addr, cpus stri
 	}
 }
 
+// Done is closed once the child process has exited (stopped, or on its
+// own).
+func (sp *ServerProc) Done() <-chan struct{} { return sp.done }
+
 // Stat returns the ProcStat of the child process.
 func (sp *ServerProc) Stat() ProcStat { return ProcStat{Pid: sp.cmd.Process.Pid} }
 

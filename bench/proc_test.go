@@ -72,7 +72,13 @@ func TestServerProcPinnedChild(t *testing.T) {
 	if !containsLine(string(b), "Cpus_allowed_list:", "0") {
 		t.Fatalf("child not pinned to cpu 0:\n%s", b)
 	}
+	select {
+	case <-sp.Done():
+		t.Fatal("Done closed while the child runs")
+	default:
+	}
 	sp.Stop()
+	<-sp.Done()
 	sp.Stop() // idempotent
 	if _, err := st.CPU(); err == nil {
 		t.Fatal("stat of a stopped child still readable")

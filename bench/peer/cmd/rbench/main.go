@@ -307,11 +307,29 @@ var (
 		}}
 )
 
-// start3 starts three nodes of kind k as children of this binary (two
+// errNodeExited: a node exited while the cluster started (typically a
+// port that bench.FreePort gave out was taken by another process before
+// the node bound it).
+var errNodeExited = errors.New("node exited during start")
+
+// start3 starts three nodes of kind k (start3Once), up to three times when
+// a node exits during start, each time on fresh ports.
+func start3(ctx context.Context, o options, k nodeKind, env []string, stderr io.Writer) (*cluster3, error) {
+	for try := 1; ; try++ {
+		c, err := start3Once(ctx, o, k, env, stderr)
+		if err == nil || !errors.Is(err, errNodeExited) || try == 3 {
+			return c, err
+		}
+		fmt.Fprintf(stderr, "rbench: %v; starting the %s cluster again on other ports\n", err, k.system)
+	}
+}
+
+// start3Once starts three nodes of kind k as children of this binary (two
 // free ports each; env added to their environment only; pinned to
 // --server-cpus; profiled into --server-cpuprofile-dir), waits for each
-// one's ready line (bounded by 30 s), and on failure stops every one.
-func start3(ctx context.Context, o options, k nodeKind, env []string, stderr io.Writer) (c *cluster3, err error) {
+// one's ready line (bounded by 30 s; a node that exits meanwhile is
+// errNodeExited), and on failure stops every one.
+func start3Once(ctx context.Context, o options, k nodeKind, env []string, stderr io.Writer) (c *cluster3, err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -340,21 +358,39 @@ func start3(ctx context.Context, o options, k nodeKind, env []string, stderr io.
 		w := &readyWatch{ready: make(chan struct{}), log: stderr}
 		sp, err := bench.StartServerProcEnv(ctx, argv, env, clients[i], o.ServerCPUs, w)
 		if err != nil {
-			return c, err
+			return c, fmt.Errorf("%s node %s: %w: %w", k.system, name, errNodeExited, err)
 		}
 		c.procs = append(c.procs, sp)
 		watches = append(watches, w)
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	exited := anyDone(c.procs)
 	for i, w := range watches {
 		select {
 		case <-w.ready:
 		case <-tctx.Done():
 			return c, fmt.Errorf("%s node %s not ready: %w", k.system, k.name(i), tctx.Err())
+		case <-exited:
+			return c, fmt.Errorf("%s cluster: %w (its output is above)", k.system, errNodeExited)
 		}
 	}
 	return c, nil
+}
+
+// anyDone returns a channel closed once any of procs has exited (its
+// watchers end when the processes do: every one is stopped by the caller
+// on failure and at the end).
+func anyDone(procs []*bench.ServerProc) <-chan struct{} {
+	out := make(chan struct{})
+	var once sync.Once
+	for _, p := range procs {
+		go func() {
+			<-p.Done()
+			once.Do(func() { close(out) })
+		}()
+	}
+	return out
 }
 
 // startSluice3 starts the Sluice cluster with a fresh random secret,

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,5 +106,53 @@ func TestHarnessTinyRun(t *testing.T) {
 	}
 	if c := children(t); len(c) != 0 {
 		t.Fatalf("child processes left running: %v", c)
+	}
+}
+
+// TestStart3RetriesANodeThatExits: a node that cannot bind its gossip
+// port (taken, as by another process after bench.FreePort gave it out)
+// exits; start3 reports that at once, not after its 30 s wait, and starts
+// the cluster again on fresh ports.
+func TestStart3RetriesANodeThatExits(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	tries := 0
+	var retryAt time.Duration // from start to the second try
+	start := time.Now()
+	k := sluiceNodes
+	k.spec = func(i int, name string, clients, peers []string) string {
+		if i == 0 {
+			if tries++; tries == 2 {
+				retryAt = time.Since(start)
+			}
+		}
+		if tries == 1 && i == 1 {
+			peers = slices.Clone(peers)
+			peers[1] = taken.Addr().String()
+		}
+		return sluiceNodes.spec(i, name, clients, peers)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	c, err := start3(ctx, options{}, k, []string{secretEnv + "=" + strings.Repeat("ab", 32)}, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	c.stop()
+	if tries != 2 {
+		t.Fatalf("%d tries, want 2 (the first with node b's port taken)\n%s", tries, log.String())
+	}
+	if !strings.Contains(log.String(), "starting the sluice cluster again") {
+		t.Fatalf("no retry reported:\n%s", log.String())
+	}
+	if retryAt >= 30*time.Second {
+		t.Fatalf("retried after %v: the exit was not noticed before the 30 s ready wait ran out", retryAt)
+	}
+	if ch := children(t); len(ch) != 0 {
+		t.Fatalf("child processes left running: %v", ch)
 	}
 }
