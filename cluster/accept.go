@@ -402,7 +402,12 @@ func (a *acceptConn) feedNotice(id uint64, start uint32, flags uint8) {
 }
 
 // Write implements NodeConn.
-func (a *acceptConn) Write(iov [][]byte, w Writer) error { return a.io.write(iov, w) }
+func (a *acceptConn) Write(iov [][]byte, w Writer) error {
+	if a.peer != "" && a.cl.cut(a.peer) {
+		return nil // dropped on the way (Config.Cut)
+	}
+	return a.io.write(iov, w)
+}
 
 // Sweep implements NodeConn: the handshake, idle and frame timeouts, as
 // for a client connection.

@@ -143,6 +143,13 @@ type Config struct {
 	// Limits returns a channel's streamlet limits (sizing the copies this
 	// node adopts, drain.go).
 	Limits func(channel string) role.Limits
+	// Cut is fault injection for tests (nil in production): while it
+	// reports true for a peer, nothing this node sends to it arrives,
+	// as when a firewall drops this node's packets to it: dials fail and
+	// what the node connections to it carry out is dropped (its links
+	// then fall silent and end by the heartbeat; what the peer sends
+	// still arrives). Any goroutine; must not block.
+	Cut func(peer string) bool
 }
 
 // Cluster is the node's cluster layer: membership and load gossip, the
@@ -238,6 +245,9 @@ type interestReg struct {
 }
 
 func (c *Cluster) now() time.Time { return c.cfg.Clock() }
+
+// cut reports whether Config.Cut cuts this node off from peer.
+func (c *Cluster) cut(peer string) bool { return c.cfg.Cut != nil && c.cfg.Cut(peer) }
 
 func (c *Cluster) rpcTimeout() time.Duration {
 	if c.opts.RPCTimeout > 0 {
@@ -503,16 +513,7 @@ func (c *Cluster) rebuildSnap() {
 		if _, down := c.down[m.Name]; down && m.Name != c.self {
 			continue
 		}
-		capacity := m.Cap
-		if !(capacity > 0) {
-			capacity = 1
-		}
-		n := placement.Node{ID: placement.NodeID(m.Name), Capacity: capacity, Load: placement.NodeLoad{
-			Streamlets: max(m.Load.Streamlets, 0), Conns: max(m.Load.Conns, 0),
-			MsgsInPerSec: max(m.Load.MsgsIn, 0), BytesInPerSec: max(m.Load.BytesIn, 0)}}
-		if m.Load.Drain || (m.Name == c.self && c.draining.Load()) {
-			n.State = placement.Draining // neither host nor manager (drain.go)
-		}
+		n := c.placementNode(m)
 		all = append(all, n)
 		if m.Name != c.self {
 			others = append(others, n)
@@ -524,6 +525,22 @@ func (c *Cluster) rebuildSnap() {
 	if s, err := placement.NewSnapshot(others, placement.Options{}); err == nil {
 		c.others = s
 	}
+}
+
+// placementNode is member m as placement sees it: capacity, load, and
+// whether it drains. c.mu is held (read or write).
+func (c *Cluster) placementNode(m member) placement.Node {
+	capacity := m.Cap
+	if !(capacity > 0) {
+		capacity = 1
+	}
+	n := placement.Node{ID: placement.NodeID(m.Name), Capacity: capacity, Load: placement.NodeLoad{
+		Streamlets: max(m.Load.Streamlets, 0), Conns: max(m.Load.Conns, 0),
+		MsgsInPerSec: max(m.Load.MsgsIn, 0), BytesInPerSec: max(m.Load.BytesIn, 0)}}
+	if m.Load.Drain || (m.Name == c.self && c.draining.Load()) {
+		n.State = placement.Draining // neither host nor manager (drain.go)
+	}
+	return n
 }
 
 // clientAddrs lists the client addresses of the live members, this node
@@ -1166,6 +1183,19 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		if err := c.host.SealAt(id, n, keep); err != nil {
 			return fail(err)
 		}
+	case wire.OpUnreachable:
+		req := decUnreachable(d)
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		b, err := c.serveUnreachable(req)
+		if err != nil {
+			if oe, isOp := errors.AsType[*opError](err); isOp {
+				return oe.status, nil, oe.text
+			}
+			return fail(err)
+		}
+		e.B = b
 	case wire.OpLen:
 		id := d.U64()
 		if err := d.Done(); err != nil {

@@ -78,7 +78,7 @@ func (c *Cluster) heartbeat(now time.Time) {
 	c.lastBeat = now.UnixNano()
 	c.redial()
 	c.checkAway(now)
-	c.nudgeSenders()
+	c.nudgeSenders(now.UnixNano(), paused)
 	c.mu.RLock()
 	links := make([]*Link, 0, len(c.links))
 	for _, l := range c.links {

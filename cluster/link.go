@@ -76,6 +76,9 @@ type Link struct {
 // timeout. It must not run on a loop.
 func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, error) {
 	deadline := time.Now().Add(timeout) // a socket deadline: wall time
+	if cl.cut(node) {
+		return nil, fmt.Errorf("%w: dial %s (%s): cut off (Config.Cut)", ErrLinkDown, node, addr)
+	}
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s (%s): %v", ErrLinkDown, node, addr, err)
@@ -380,7 +383,12 @@ func (c *Cluster) fillCopy(f wire.NodeFeed, stamps, run []byte) {
 }
 
 // Write implements NodeConn: the output is sealed.
-func (l *Link) Write(iov [][]byte, w Writer) error { return l.io.write(iov, w) }
+func (l *Link) Write(iov [][]byte, w Writer) error {
+	if l.cl.cut(l.node) {
+		return nil // dropped on the way (Config.Cut)
+	}
+	return l.io.write(iov, w)
+}
 
 // Sweep implements NodeConn: a link's liveness is its heartbeat's
 // (heartbeat.go), not the connection's timers.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -420,4 +421,66 @@ func (e *opError) Is(target error) bool {
 		return target == role.ErrSuccessorTaken
 	}
 	return false
+}
+
+// UNREACHABLE (PROTOCOL.md 9.5): the request names the channel, the
+// streamlet, its orderer and the follower it cannot reach, and whether a
+// node other than the orderer passed it on (relayed: it is not passed on
+// again); the result is the streamlet's state once recovered.
+type unreachableReq struct {
+	Channel           string
+	ID                uint64
+	Orderer, Follower string
+	Relayed           bool
+}
+
+func encUnreachable(e *wire.NodeEnc, r unreachableReq) {
+	e.Str8(r.Channel)
+	e.U64(r.ID)
+	e.Str8(r.Orderer)
+	e.Str8(r.Follower)
+	if r.Relayed {
+		e.U8(1)
+	} else {
+		e.U8(0)
+	}
+}
+
+func decUnreachable(d *wire.NodeDec) unreachableReq {
+	r := unreachableReq{Channel: d.Str8(), ID: d.U64(), Orderer: d.Str8(), Follower: d.Str8()}
+	relayed := d.U8()
+	if d.Err() == nil && relayed > 1 {
+		d.Fail("UNREACHABLE: relayed %d, want 0 or 1", relayed)
+	}
+	r.Relayed = relayed == 1
+	return r
+}
+
+// recoveredLost is the LOST flag of UNREACHABLE's result.
+const recoveredLost = 0x01
+
+func encRecovered(e *wire.NodeEnc, r manager.Recovered) {
+	var f uint8
+	if r.Lost {
+		f |= recoveredLost
+	}
+	e.U8(f)
+	e.U32(r.Len)
+	encKeep(e, r.Replicas)
+}
+
+func decRecovered(b []byte) (manager.Recovered, error) {
+	d := wire.NewNodeDec(wire.TypeNodeResponse, b)
+	f := d.U8()
+	r := manager.Recovered{Lost: f&recoveredLost != 0, Len: d.U32(), Replicas: decKeep(d)}
+	if d.Err() == nil && f&^recoveredLost != 0 {
+		d.Fail("UNREACHABLE: unknown flags 0x%02x", f)
+	}
+	if d.Err() == nil && r.Lost && (r.Len != 0 || len(r.Replicas) != 0) {
+		d.Fail("UNREACHABLE: a lost streamlet with len %d and %d replicas", r.Len, len(r.Replicas))
+	}
+	if d.Err() == nil && !r.Lost && len(r.Replicas) == 0 {
+		d.Fail("UNREACHABLE: a recovered streamlet held by no replica")
+	}
+	return r, d.Done()
 }

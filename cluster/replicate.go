@@ -39,6 +39,10 @@ type sender struct {
 	scheduled, done atomic.Bool
 	// acked is what the follower reported holding (its last answer).
 	acked atomic.Int64
+	// stall watches acked (the heartbeat's goroutine alone); asking is
+	// set while a recovery request for it runs (unreachable.go).
+	stall  stallClock
+	asking atomic.Bool
 	// Owned by the loop of lk (pull and answer run there).
 	lk         *Link // the link the records went out on
 	sent       int   // records sent on lk
@@ -266,8 +270,11 @@ func (c *Cluster) replicated(lk *Link, r wire.NodeReplicated) {
 }
 
 // nudgeSenders wakes the senders that wait for a follower (heartbeat): a
-// pull that found no link is tried again, on a new link if one is made.
-func (c *Cluster) nudgeSenders() {
+// pull that found no link is tried again, on a new link if one is made;
+// a follower that acknowledged nothing for stallAfter gets the streamlet
+// recovered without it (watchStall, unreachable.go). paused: the
+// heartbeat itself ran late.
+func (c *Cluster) nudgeSenders(now int64, paused bool) {
 	c.snd.mu.Lock()
 	var all []*sender
 	for _, list := range c.snd.m {
@@ -277,6 +284,7 @@ func (c *Cluster) nudgeSenders() {
 	for _, sd := range all {
 		if !sd.done.Load() && (int(sd.acked.Load()) < sd.s.Buf().Written() || !sd.s.Buf().Sealed()) {
 			sd.Wake()
+			sd.watchStall(now, paused)
 		}
 	}
 }

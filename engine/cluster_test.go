@@ -346,6 +346,9 @@ type killPlan struct {
 	// victims is asked before each publish from message from on until it
 	// names nodes; those are killed at once (kill).
 	victims func() []*Server
+	// fault, when set instead of victims, is called the same way until it
+	// reports that it applied a fault of its own (a cut link).
+	fault func() bool
 }
 
 // killRun is what publishThroughKill saw.
@@ -353,6 +356,9 @@ type killRun struct {
 	acked            map[uint64]int // position -> message index, acknowledged
 	gaps             []wire.Gap     // what the subscriber was told was lost
 	refused, unknown int            // answers UNAVAILABLE and OUTCOME_UNKNOWN
+	// longest is the longest a publish waited for its outcome after the
+	// kill (or fault).
+	longest time.Duration
 }
 
 // publishThroughKill publishes acknowledged messages one at a time on a
@@ -379,7 +385,9 @@ func publishThroughKill(t *testing.T, a, b *Server, ch string, plan killPlan) ki
 			t.Fatalf("publishing did not resume: killed %v, %d refused, %d unknown, %d acked after the kill",
 				killed, run.refused, run.unknown, afterKill)
 		}
-		if !killed && i >= plan.from {
+		if !killed && i >= plan.from && plan.fault != nil {
+			killed = plan.fault()
+		} else if !killed && i >= plan.from {
 			if vs := plan.victims(); len(vs) > 0 {
 				var wg sync.WaitGroup
 				for _, v := range vs {
@@ -390,9 +398,13 @@ func publishThroughKill(t *testing.T, a, b *Server, ch string, plan killPlan) ki
 				killed = true
 			}
 		}
+		t0 := time.Now()
 		o, err := publishTolerant(pub, ch, i)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("publish %d (killed %v, %d acked after the kill): %v", i, killed, afterKill, err)
+		}
+		if killed {
+			run.longest = max(run.longest, time.Since(t0))
 		}
 		if o.err != nil {
 			switch o.err.Code {
@@ -419,7 +431,8 @@ func publishThroughKill(t *testing.T, a, b *Server, ch string, plan killPlan) ki
 		t.Fatal(err)
 	}
 	run.gaps = checkSurvivor(t, evs, 1, run.acked)
-	t.Logf("%d acked, %d refused, %d unknown outcome around the kill, gaps %v", len(run.acked), run.refused, run.unknown, run.gaps)
+	t.Logf("%d acked, %d refused, %d unknown outcome around the kill, gaps %v; longest wait for an outcome after it %v",
+		len(run.acked), run.refused, run.unknown, run.gaps, run.longest.Round(time.Millisecond))
 	return run
 }
 

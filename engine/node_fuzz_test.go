@@ -53,6 +53,14 @@ func FuzzNodeConn(f *testing.F) {
 	var ed wire.NodeEnc // DRAIN of a node that is no member
 	ed.Str8("nobody")
 	f.Add(wire.AppendNodeRequest(nil, 7, wire.OpDrain, ed.B), []byte(nil))
+	var eu wire.NodeEnc // UNREACHABLE of a streamlet the manager does not list, and truncated
+	eu.Str8(ch)
+	eu.U64(7)
+	eu.Str8("fz")
+	eu.Str8("nobody")
+	eu.U8(0)
+	f.Add(wire.AppendNodeRequest(nil, 8, wire.OpUnreachable, eu.B), []byte{0})
+	f.Add(wire.AppendNodeRequest(nil, 10, wire.OpUnreachable, eu.B[:12]), []byte(nil))
 	f.Add(wire.AppendPing(nil, 9), []byte(nil))
 	f.Add(wire.AppendPublish(nil, 4, wire.FlagAck, ch, []byte("x")), []byte(nil))
 	f.Add([]byte{0, 0, 0, 1, 0x42, 0, 0, 0, 0, 1, 99}, []byte(nil))

@@ -193,6 +193,9 @@ type Options struct {
 
 	// now replaces the clock in tests (nil = time.Now).
 	now func() time.Time
+	// cutPeer, in tests, cuts this node off from peers one way
+	// (cluster.Config.Cut; nil = never).
+	cutPeer func(peer string) bool
 }
 
 // DefaultOptions returns the defaults of BRIEF.md: limit-msgs 5,000,

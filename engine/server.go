@@ -139,7 +139,7 @@ func Start(opts Options) (*Server, error) {
 			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
 				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
-			Log: s.log, Clock: s.clock, Limits: opts.limitsFor})
+			Log: s.log, Clock: s.clock, Limits: opts.limitsFor, Cut: opts.cutPeer})
 		s.route = cl.Router()
 		s.plane = clusterPlane{s, cl}
 	} else if opts.Replicas > 1 {

@@ -118,6 +118,11 @@ type Manager struct {
 	marks     map[string]heldMark
 	markOrder []string
 
+	// cut: pairs of nodes an orderer reported unable to reach each other
+	// (unreachable.go); chooseReplicas keeps them from ordering and
+	// following one streamlet while the report holds.
+	cut cuts
+
 	// cl connects the manager to the cluster; nil on a single node.
 	cl Cluster
 }
@@ -700,7 +705,9 @@ func replicaInputs(cs *chanState) replicaIn {
 // Limits.Replicas distinct live nodes (fewer when fewer are alive and not
 // excluded), each chosen by the load-weighted placement with the ones
 // already chosen excluded, so no node holds two replicas of a streamlet;
-// the first orders the appends. It returns the nodes and their Host roles.
+// the first orders the appends, and no node reported cut from it follows
+// (unreachable.go; fewer replicas then, counted as degraded, when no
+// other node is left). It returns the nodes and their Host roles.
 func (m *Manager) chooseReplicas(channel string, in replicaIn, exclude []string) ([]string, []role.Host) {
 	if m.cl == nil {
 		return []string{m.cfg.Node}, []role.Host{m.cfg.Host}
@@ -717,6 +724,12 @@ func (m *Manager) chooseReplicas(channel string, in replicaIn, exclude []string)
 		}
 		ex = append(ex, node)
 		if h := m.hostOf(node); h != nil {
+			if len(set) == 0 {
+				// The orderer: no follower it was reported unable to
+				// reach (unreachable.go), which would stall the
+				// streamlet's acknowledgements again.
+				ex = append(ex, m.cut.from(node, m.now().UnixNano())...)
+			}
 			set, hosts = append(set, node), append(hosts, h)
 		}
 	}
@@ -1048,12 +1061,12 @@ func (m *Manager) Do(acts []Action) {
 		case ActFree:
 			m.free([]role.StreamletRef{a.Ref})
 		case ActRecover:
-			m.recoverChannel(a.Channel, nil, 0)
+			m.recoverChannel(a.Channel, nil, nil, 0)
 		case ActSeal:
 			if len(a.Ref.Replicas) > 1 {
 				// Sealed by its orderer or recovered, holding the
 				// channel's opening (recovery.go).
-				m.recoverChannel(a.Channel, nil, a.Ref.ID)
+				m.recoverChannel(a.Channel, nil, nil, a.Ref.ID)
 				continue
 			}
 			end, err := m.sealAt(a.Ref)

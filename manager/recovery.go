@@ -296,20 +296,21 @@ func (m *Manager) recoverAll(todo map[string][]string) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m.recoverChannel(ch, nodes, 0)
+			m.recoverChannel(ch, nodes, nil, 0)
 		}()
 	}
 	wg.Wait()
 }
 
 // recoverChannel recovers the channel's replicated streamlets that nodes
-// held (and any marked before) and, when closeID names its open
+// held, those named in ids (Unreachable: an orderer cannot reach one of
+// their followers) and any marked before, and, when closeID names its open
 // streamlet whose lease ended (Tick), closes that one (sealed by its
 // orderer, or recovered). It holds the channel's opening as a grant does
 // (it waits for an opening in progress, which may have put a streamlet on
 // one of the nodes), so no grant seals or opens meanwhile; no lock is held
 // across a host call. A grant that waited asks again.
-func (m *Manager) recoverChannel(channel string, nodes []string, closeID uint64) {
+func (m *Manager) recoverChannel(channel string, nodes []string, ids []uint64, closeID uint64) {
 	var mc *mchan
 	var op *opening
 	for {
@@ -327,6 +328,9 @@ func (m *Manager) recoverChannel(channel string, nodes []string, closeID uint64)
 	}
 	for _, n := range nodes {
 		mc.st.replicaDown(n)
+	}
+	for _, id := range ids {
+		mc.st.markRecover(id)
 	}
 	now := m.now().UnixNano()
 	if ref, ok := mc.st.open(); ok && closeID != 0 && ref.ID == closeID && now >= ref.LeaseEnd && !mc.st.recover[ref.ID] {

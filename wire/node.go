@@ -77,7 +77,10 @@ const (
 	OpDrain      NodeOp = 14 // any: str8 node -> empty
 	OpFence      NodeOp = 15 // host: u64 id -> u8 flags, u32 held, u64 successor, str8 successor host
 	OpSealAt     NodeOp = 16 // host: u64 id, u32 len, u16 n, n x str8 keep -> empty
-	opMax               = OpSealAt
+	// manager: str8 channel, u64 id, str8 orderer, str8 follower, u8 relayed
+	// -> u8 flags, u32 len, u16 n, n x str8 replicas
+	OpUnreachable NodeOp = 17
+	opMax                = OpUnreachable
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's

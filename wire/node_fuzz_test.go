@@ -170,7 +170,7 @@ func checkNodeFrame(t *testing.T, ty wire.Type, id uint32, body []byte) {
 		var text string
 		if st, res, text, err = wire.DecodeNodeResponse(body); err == nil {
 			if st == wire.NodeOK {
-				for _, shape := range []string{shapeGrant, shapeInfo, shapeList, "q", "bw", shapeIDPage, "bwqs"} {
+				for _, shape := range []string{shapeGrant, shapeInfo, shapeList, "q", "bw", shapeIDPage, "bwqs", shapeRecovered} {
 					checkShape(t, shape, res)
 				}
 			} else if len(text) > 1024 {

@@ -715,7 +715,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpSealAt)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpSealAt+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpUnreachable)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpUnreachable+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
@@ -950,6 +950,8 @@ const (
 	shapeList  = "h[qqqwbqsiw]"   // n x HOSTED
 	// DEDUP_IDS: done, next, n x (streamlet index, record index, stamp, id)
 	shapeIDPage = "hwh[hwis]"
+	// UNREACHABLE: flags, len, n x replica
+	shapeRecovered = "bwh[s]"
 )
 
 // opRequestShapes are the NODE_REQUEST op bodies of PROTOCOL.md 9.4.
@@ -957,7 +959,7 @@ var opRequestShapes = map[wire.NodeOp]string{
 	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: "h[qsqq]" + shapeGrant,
 	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
 	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]", wire.OpCopy: "sqqsqq", wire.OpDrain: "s",
-	wire.OpFence: "q", wire.OpSealAt: "qwh[s]",
+	wire.OpFence: "q", wire.OpSealAt: "qwh[s]", wire.OpUnreachable: "sqssb",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -1146,7 +1148,7 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpSealAt; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpUnreachable; op++ {
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}
