@@ -72,6 +72,7 @@ type Publish struct {
 	ID      MsgID
 	Outcome Outcome
 	Pos     uint64    // Acked
+	Sent    time.Time // when it was handed to the SDK
 	Done    time.Time // when the outcome arrived
 	Err     string    // Refused, Unknown
 }

@@ -51,7 +51,7 @@ func (p *publisher) run(ctx context.Context, chans []string, rate int) {
 			p.mu.Lock()
 			i := len(p.log)
 			id := MsgID{p.id, i}
-			p.log = append(p.log, Publish{Channel: ch, ID: id})
+			p.log = append(p.log, Publish{Channel: ch, ID: id, Sent: time.Now()})
 			p.mu.Unlock()
 			p.wg.Add(1)
 			qctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
@@ -200,6 +200,13 @@ type faultCase struct {
 	// noLoss: no acknowledged message may be announced lost either (the
 	// streamlets are replicated and fewer nodes than replicas died).
 	noLoss bool
+	// outcomeBound: every publish gets its outcome (acknowledged, refused
+	// or unknown) within bound of being sent: the fault may delay
+	// acknowledgements, not hold them until it heals.
+	outcomeBound bool
+	// needsNft: the fault drops packets with nftables (skipped without
+	// nft).
+	needsNft bool
 	// replay: once publishing ended, subscribers on every node still
 	// running replay every channel from its first position: they read
 	// what the cluster still holds after the fault (a node without live
@@ -353,6 +360,22 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		}
 	}
 	t.Logf("%s: %v", fc.name, res)
+	var slowest time.Duration
+	slow := 0
+	for _, e := range all {
+		if !e.Done.IsZero() {
+			w := e.Done.Sub(e.Sent)
+			slowest = max(slowest, w)
+			if w > bound {
+				slow++
+			}
+		}
+	}
+	t.Logf("%s: longest wait for a publish's outcome %v; %d over the bound %v", fc.name, slowest.Round(time.Millisecond), slow, bound)
+	if fc.outcomeBound && slow > 0 {
+		t.Errorf("%s: %d publishes got their outcome more than %v after they were sent (longest %v)", fc.name, slow, bound,
+			slowest.Round(time.Millisecond))
+	}
 	if fc.replay {
 		on := tp.running()
 		late := replay(ctx, t, tp, on, chans, from, all)

@@ -155,6 +155,7 @@ func TestFault(t *testing.T) {
 	}
 	cases = append(cases, killCases()...)
 	cases = append(cases, fiveNodeCases()...)
+	cases = append(cases, partitionCases()...)
 	// Every node in turn stopped with SIGTERM, which drains it (its
 	// streamlets copied to the others, its clients sent to them), and
 	// started again, while publishers and subscribers on all three nodes
@@ -190,7 +191,7 @@ func TestFault(t *testing.T) {
 			continue
 		}
 		t.Run(fc.name, func(t *testing.T) {
-			if fc.name == "one-way" || fc.name == "reader-cut-from-host" {
+			if fc.name == "one-way" || fc.name == "reader-cut-from-host" || fc.needsNft {
 				if _, err := exec.LookPath("nft"); err != nil {
 					t.Skip(fc.name + ": needs nft (nftables)")
 				}

@@ -1,0 +1,45 @@
+//go:build faultsuite
+
+package fault
+
+import (
+	"testing"
+	"time"
+)
+
+// partitionCases are the partitions that separate one replica from the
+// writer: replicated streamlets (--replicas 2) on 21 channels that a
+// manages, with publishers and subscribers on every node; b and c are cut
+// off from each other alone (both still reach a, the manager, and the
+// clients), both ways or only b's packets to c, for longer than the
+// bound, then healed. Streamlets that one of them orders and the other
+// follows stop being acknowledged (a follower its orderer cannot reach,
+// which a still sees alive): within two RPC timeouts the orderer asks a to
+// recover the streamlet, and the channels continue on streamlets that do
+// not pair b and c. Every publish gets its outcome within the bound
+// (without the recovery the stalled ones wait for the heal); no
+// acknowledged message may be lost (nor announced lost), none delivered
+// twice, no position acknowledged twice; replayed from the start on every
+// node after the heal, every channel holds them all.
+func partitionCases() []faultCase {
+	byA21 := func(t *testing.T, names []string) []string { return managedBy(t, "fault.pa", 21, names, "a") }
+	return []faultCase{
+		{name: "partition-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
+			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: func(tp *topo) {
+				b, c := tp.nodes[1], tp.nodes[2]
+				undoB := tp.dropToPeers(b, c)
+				undoC := tp.dropToPeers(c, b)
+				defer undoC()
+				defer undoB()
+				time.Sleep(bound + 4*time.Second) // the fault's length
+			}},
+		{name: "one-way-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
+			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: func(tp *topo) {
+				undo := tp.dropToPeers(tp.nodes[1], tp.nodes[2])
+				defer undo()
+				time.Sleep(bound + 4*time.Second) // the fault's length
+			}},
+	}
+}
