@@ -149,6 +149,10 @@ func (p *Proc) Kill(t testing.TB) {
 	}
 }
 
+// SendKill sends SIGKILL and returns at once (to kill several processes
+// at the same moment; Kill or Exited then waits).
+func (p *Proc) SendKill() { _ = p.cmd.Process.Kill() }
+
 // Stop kills the process if it runs and waits for it (cleanups: a process
 // that SIGKILL does not end is the kernel's problem, not the test's).
 func (p *Proc) Stop() {

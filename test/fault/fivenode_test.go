@@ -100,7 +100,7 @@ func fiveNodeCases() []faultCase {
 func (tp *topo) killAll(ns ...*node) {
 	tp.t.Helper()
 	for _, n := range ns {
-		_ = n.cmd.Process.Kill()
+		n.p.SendKill()
 	}
 	for _, n := range ns {
 		n.kill(tp.t)

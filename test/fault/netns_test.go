@@ -46,14 +46,12 @@ var topoCount int
 
 // node is one `sluice serve` in its own network namespace.
 type node struct {
-	name   string // "a", "b", ...
-	ns     string // network namespace
-	veth   string // the bridge port (outer end)
-	ip     string
-	log    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	starts int
+	name string // "a", "b", ...
+	ns   string // network namespace
+	veth string // the bridge port (outer end)
+	ip   string
+	log  string
+	p    proctest.Proc // its process (topo.start), named and logged as above
 }
 
 func (n *node) client() string { return fmt.Sprintf("%s:%d", n.ip, clientPort) }
@@ -115,12 +113,7 @@ func (tp *topo) nameList(is []int) []string {
 func (tp *topo) running() []int {
 	var out []int
 	for i, n := range tp.nodes {
-		if n.cmd == nil {
-			continue
-		}
-		select {
-		case <-n.exited:
-		default:
+		if n.p.Running() {
 			out = append(out, i)
 		}
 	}
@@ -212,6 +205,7 @@ func newTopo(t *testing.T, bin string, n int, extra ...string) *topo {
 		nd := &node{name: string(rune('a' + i)), ns: fmt.Sprintf("%sn%d", prefix, i),
 			veth: fmt.Sprintf("%sv%d", prefix, i), ip: fmt.Sprintf("%s.%d", tp.subnet, i+1)}
 		nd.log = filepath.Join(tp.dir, nd.name+".log")
+		nd.p = proctest.Proc{Name: nd.name, Log: nd.log}
 		tp.nodes = append(tp.nodes, nd)
 		run(t, "ip", "netns", "add", nd.ns)
 		run(t, "ip", "-n", nd.ns, "link", "set", "lo", "up")
@@ -226,18 +220,12 @@ func newTopo(t *testing.T, bin string, n int, extra ...string) *topo {
 
 func (tp *topo) cleanup() {
 	for _, n := range tp.nodes {
-		if n.cmd != nil {
-			_ = n.cmd.Process.Kill()
-			select {
-			case <-n.exited:
-			case <-time.After(5 * time.Second):
-			}
-		}
+		n.p.Stop()
 	}
 	keep := os.Getenv("SLUICE_FAULT_LOGS")
 	for _, n := range tp.nodes {
 		if tp.t.Failed() {
-			tp.t.Logf("---- end of the log of node %s ----\n%s", n.name, tail(n.log, 40))
+			tp.t.Logf("---- end of the log of node %s ----\n%s", n.name, n.p.Tail(40))
 		}
 		if keep != "" && (tp.t.Failed() || os.Getenv("SLUICE_FAULT_KEEP_ALL") != "") {
 			tp.keepLog(keep, n)
@@ -269,29 +257,10 @@ func (tp *topo) keepLog(dir string, n *node) {
 	tp.t.Logf("the log of node %s is kept in %s", n.name, dst)
 }
 
-// tail returns the last lines of a file.
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
-
 // start runs node n in its namespace, joining the first node unless it
 // is the first, and waits until it logs that it is ready.
 func (tp *topo) start(n *node) {
-	t := tp.t
-	t.Helper()
-	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	tp.t.Helper()
 	// The shutdown after a drain (leaving the membership, closing the
 	// links, stopping gnet) takes about 0.9 s on an idle machine: 1 s
 	// made a drained node exit 1 now and then under load, failing the
@@ -302,39 +271,13 @@ func (tp *topo) start(n *node) {
 		"--cluster-report-interval", "250ms", "--shutdown-timeout", "5s"}
 	if n != tp.nodes[0] {
 		args = append(args, "--join", tp.nodes[0].gossip())
-	} else if tp.nodes[1].cmd != nil { // restarted first node: join the second
+	} else if tp.nodes[1].p.Started() { // restarted first node: join the second
 		args = append(args, "--join", tp.nodes[1].gossip())
 	}
 	args = append(args, tp.extra...)
 	// ip netns exec execs the command: the process is the server itself,
 	// so signals go straight to it.
-	cmd := exec.Command("ip", args...)
-	cmd.Env = append(os.Environ(), "SLUICE_CLUSTER_SECRET="+secret)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n.cmd, n.exited = cmd, make(chan struct{})
-	n.starts++
-	go func(done chan struct{}) {
-		_ = cmd.Wait()
-		close(done)
-	}(n.exited)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		logs, _ := os.ReadFile(n.log)
-		if bytes.Count(logs, []byte("msg=ready")) >= n.starts {
-			return
-		}
-		select {
-		case <-n.exited:
-			t.Fatalf("node %s exited before it was ready:\n%s", n.name, tail(n.log, 20))
-		case <-time.After(50 * time.Millisecond): // another process's log: nothing to wait on
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s not ready after 20s", n.name)
-		}
-	}
+	n.p.Start(tp.t, []string{"SLUICE_CLUSTER_SECRET=" + secret}, append([]string{"ip"}, args...)...)
 }
 
 // status asks node n for its view (sluice cluster status).
@@ -356,23 +299,10 @@ func (tp *topo) waitAlive(want int, d time.Duration, ns ...*node) {
 	})
 }
 
-func (n *node) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := n.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v to node %s: %v", sig, n.name, err)
-	}
-}
+func (n *node) signal(t *testing.T, sig syscall.Signal) { n.p.Signal(t, sig) }
 
 // kill stops node n with SIGKILL and waits for it to exit.
-func (n *node) kill(t *testing.T) {
-	t.Helper()
-	_ = n.cmd.Process.Kill()
-	select {
-	case <-n.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("node %s did not exit after SIGKILL", n.name)
-	}
-}
+func (n *node) kill(t *testing.T) { n.p.Kill(t) }
 
 // cut takes node n's bridge port down (a full partition of n).
 func (tp *topo) cut(n *node) { run(tp.t, "ip", "link", "set", n.veth, "down") }

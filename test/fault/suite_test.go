@@ -3,14 +3,14 @@
 package fault
 
 import (
-	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-rtm/sluice/internal/proctest"
 )
 
 // buildSluice builds cmd/sluice once (without the race detector: the
@@ -24,13 +24,9 @@ func buildSluice(t *testing.T) string {
 		}
 		return bin
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sluice")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/sluice-rtm/sluice/cmd/sluice")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := proctest.Build(t.TempDir(), false, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -165,12 +161,12 @@ func TestFault(t *testing.T) {
 			t0 := time.Now()
 			n.signal(tp.t, syscall.SIGTERM)
 			select {
-			case <-n.exited:
+			case <-n.p.Exited():
 			case <-time.After(40 * time.Second):
-				tp.t.Fatalf("node %s still running 40 s after SIGTERM:\n%s", n.name, tail(n.log, 20))
+				tp.t.Fatalf("node %s still running 40 s after SIGTERM:\n%s", n.name, n.p.Tail(20))
 			}
-			if code := n.cmd.ProcessState.ExitCode(); code != 0 {
-				tp.t.Fatalf("node %s exited with %d after SIGTERM:\n%s", n.name, code, tail(n.log, 20))
+			if code := n.p.ExitCode(); code != 0 {
+				tp.t.Fatalf("node %s exited with %d after SIGTERM:\n%s", n.name, code, n.p.Tail(20))
 			}
 			tp.t.Logf("node %s drained and stopped in %v", n.name, time.Since(t0).Round(time.Millisecond))
 			tp.start(n)
