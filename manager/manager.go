@@ -263,7 +263,58 @@ func (m *Manager) get(name string, create bool) *mchan {
 // (only a split brain leaves two) are sealed. Nothing is sealed for a
 // lookup that does not create (an INFO from a peer with a stale view must
 // not cut the real manager's writers off).
+//
+// A successor recorded after the newest streamlet and hosted nowhere
+// (chanState.unfound) may be one its manager is hosting right now (its
+// followers first, the node chosen for it last): a node that comes back
+// and manages its channels again races the node that managed them
+// meanwhile for as long as that node's view lags. Taking it for lost at
+// once made the returning manager bar that one id and continue above a
+// lost range (readers got GAP lost) while the other went on with
+// successors of its own, which nobody barred, and had them acknowledged
+// (the N = 2 rolling restart). So a rebuild that finds one waits up to
+// successorGrace for it to be hosted at its node and lists again; only a
+// successor still missing then is treated as lost (and barred at the
+// first grant, openNext).
 func (m *Manager) rebuild(name string, create bool) *chanState {
+	for try := 0; ; try++ {
+		cs := m.rebuildOnce(name, create)
+		if !create || cs.unfound == 0 || try == maxSuccessorWaits || !m.awaitHosted(cs.unfoundHost, cs.unfound) {
+			return cs
+		}
+	}
+}
+
+// successorGrace is how long a rebuild waits for a recorded successor
+// that no node reported to be hosted (rebuild), polling its node every
+// successorGrace/10; maxSuccessorWaits bounds the waits of one rebuild
+// (each finds the next successor of a manager still opening them).
+const (
+	successorGrace    = 250 * time.Millisecond
+	maxSuccessorWaits = 8
+)
+
+// awaitHosted reports whether node hosts streamlet id within
+// successorGrace (polling; no lock held).
+func (m *Manager) awaitHosted(node string, id uint64) bool {
+	h := m.hostOf(node)
+	if h == nil {
+		return false
+	}
+	deadline := time.Now().Add(successorGrace) // a grace period, not a decision: wall time
+	for {
+		if _, ok := h.Len(id); ok {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(successorGrace / 10)
+	}
+}
+
+// rebuildOnce is one listing and rebuild of rebuild.
+func (m *Manager) rebuildOnce(name string, create bool) *chanState {
 	quorate := m.cl.Quorate()
 	hs := m.cl.ListAll(name)
 	quorate = quorate && m.cl.Quorate()

@@ -21,6 +21,9 @@ type nodes struct {
 	down    map[string]bool
 	prefer  []string
 	quorate bool
+	// listed, when set, runs after each ListAll has read the hosts: what
+	// another node does between a rebuild's listing and its next step.
+	listed func()
 }
 
 func (n *nodes) HostOf(node string) role.Host {
@@ -52,6 +55,9 @@ func (n *nodes) ListAll(ch string) []role.Hosted {
 		if m := n.mgrs[name]; m != nil {
 			out = append(out, m.Marks(ch)...)
 		}
+	}
+	if n.listed != nil {
+		n.listed()
 	}
 	return out
 }
@@ -298,5 +304,71 @@ func TestUnfoundSuccessorIsBarred(t *testing.T) {
 		if err := cl.hosts["a"].HostStreamlet(gy); !errors.Is(err, role.ErrSuccessorTaken) {
 			t.Fatalf("the other manager hosted Y after b continued the channel: %v", err)
 		}
+	}
+}
+
+// TestSuccessorHostedDuringTheRebuildIsKept: the other manager (a node
+// that managed the channel while this one was away, whose view still
+// lags) has recorded Y as X's successor and hosts it just after this
+// manager's rebuild listed the hosts. The rebuild waits for Y to be
+// hosted and lists again: Y is the channel's open streamlet, nothing is
+// lost and nothing is barred. Before, the rebuild took Y for lost at once:
+// the channel continued above a lost range (readers got GAP lost) while
+// the other manager's Y and its successors took acknowledged messages
+// (the N = 2 rolling restart).
+func TestSuccessorHostedDuringTheRebuildIsKept(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
+	cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
+		prefer: []string{"c"}, quorate: true}
+	for _, n := range []string{"a", "b", "c"} {
+		cl.hosts[n] = host.New(n, clock)
+	}
+	mb := New(Config{Node: "b", Host: cl.hosts["b"], NewID: cl.hosts["b"].NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
+	mb.SetCluster(cl)
+	const ch = "rejoin"
+	gx, err := mb.WriteGrant(ch, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := cl.hosts["c"].Streamlet(gx.Streamlet).Append([]byte("x"), now.UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y := cl.hosts["a"].NewID()
+	end, err := cl.hosts["c"].Seal(gx.Streamlet, y, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gy := role.Grant{Channel: ch, Epoch: gx.Epoch, Streamlet: y, Host: "a", First: end, LimitMsgs: 100, LimitSize: 1 << 20,
+		LeaseEnd: now.Add(l.Life).UnixNano()}
+	hosted := false
+	cl.listed = func() {
+		if !hosted {
+			hosted = true
+			if err := cl.hosts["a"].HostStreamlet(gy); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	mb.ForgetAll() // b rebuilds at the next use
+	// What readers are told at once: Y, not a lost range.
+	info, _ := mb.Info(ch, true)
+	for _, r := range info.Streamlets {
+		if r.Lost {
+			t.Fatalf("list %+v has a lost range", info.Streamlets)
+		}
+	}
+	g, err := mb.WriteGrant(ch, gx.Streamlet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Streamlet != y || g.First != end {
+		t.Fatalf("granted %+v, want Y (%d) at %d, the other manager's streamlet", g, y, end)
+	}
+	if _, ok := cl.hosts["a"].Len(y); !ok || cl.hosts["a"].Streamlet(y).Buf().Sealed() {
+		t.Fatal("Y was barred or sealed")
 	}
 }
