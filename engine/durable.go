@@ -96,7 +96,7 @@ func (w *durWait) release() {
 				break
 			}
 			a.c.sendError(a.id, wire.CodeUnavailable,
-				fmt.Sprintf("not stored: a replica of %q died and recovery kept the streamlet only up to position %d", w.s.Channel(), limit))
+				fmt.Sprintf("not stored: a replica of %q died or could not be reached, and recovery kept the streamlet only up to position %d", w.s.Channel(), limit))
 			continue
 		}
 		if len(a.c.acks) == 0 {
