@@ -34,6 +34,16 @@ func partitionCases() []faultCase {
 				defer undoB()
 				time.Sleep(bound + 4*time.Second) // the fault's length
 			}},
+		// N = 3 on three nodes: every streamlet is on b and c; while the
+		// cut holds, a streamlet ordered by one of them gets only a as
+		// its other replica (degraded, counted and logged).
+		{name: "one-way-replica-r3", flags: []string{"--replicas", "3"}, noLoss: true, outcomeBound: true, needsNft: true,
+			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: func(tp *topo) {
+				undo := tp.dropToPeers(tp.nodes[1], tp.nodes[2])
+				defer undo()
+				time.Sleep(bound + 4*time.Second) // the fault's length
+			}},
 		{name: "one-way-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
 			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
 			fault: func(tp *topo) {
