@@ -39,10 +39,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestServerProcPinnedChild(t *testing.T) {
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Fatalf("taskset (util-linux) is needed for --server-cpus: %v", err)
-	}
+// startTestChild starts this test binary as a tiny TCP server child (see
+// TestMain) with env added and pinned to cpus; it is stopped at cleanup.
+func startTestChild(t *testing.T, env []string, cpus string) *ServerProc {
+	t.Helper()
 	addr, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +50,19 @@ func TestServerProcPinnedChild(t *testing.T) {
 	t.Setenv("BENCH_TEST_SERVER", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sp, err := StartServerProc(ctx, []string{os.Args[0]}, addr, "0", nil)
+	sp, err := StartServerProcEnv(ctx, []string{os.Args[0]}, env, addr, cpus, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Stop()
+	t.Cleanup(sp.Stop)
+	return sp
+}
+
+func TestServerProcPinnedChild(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Fatalf("taskset (util-linux) is needed for --server-cpus: %v", err)
+	}
+	sp := startTestChild(t, nil, "0")
 	st := sp.Stat()
 	if st.Pid == os.Getpid() || st.Pid <= 0 {
 		t.Fatalf("child pid %d", st.Pid)
@@ -89,19 +97,8 @@ func TestServerProcPinnedChild(t *testing.T) {
 // StartServerProcEnv are in the child's environment and not in this
 // process's.
 func TestServerProcEnvReachesTheChildOnly(t *testing.T) {
-	addr, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("BENCH_TEST_SERVER", addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const kv = "BENCH_TEST_CHILD_ONLY=s3cret"
-	sp, err := StartServerProcEnv(ctx, []string{os.Args[0]}, []string{kv}, addr, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Stop()
+	sp := startTestChild(t, []string{kv}, "")
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(sp.Stat().Pid) + "/environ")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +107,7 @@ func TestServerProcEnvReachesTheChildOnly(t *testing.T) {
 	if !slices.Contains(env, kv) {
 		t.Fatalf("child environment lacks %s", kv)
 	}
-	if !slices.Contains(env, "BENCH_TEST_SERVER="+addr) {
+	if !slices.Contains(env, "BENCH_TEST_SERVER="+sp.Addr) {
 		t.Fatal("child environment lost the parent's entries")
 	}
 	if _, ok := os.LookupEnv("BENCH_TEST_CHILD_ONLY"); ok {
