@@ -1215,6 +1215,17 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		}
 		hs, _ := c.listHere(ch)
 		encHosted(&e, hs)
+	case wire.OpClaim:
+		ch, id, host, over := d.Str8(), d.U64(), d.Str8(), d.U64()
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		if id == 0 || host == "" {
+			return wire.NodeBadOp, nil, fmt.Sprintf("CLAIM of streamlet %d on %q", id, host)
+		}
+		held, heldHost := c.claimHere(ch, id, host, over)
+		e.U64(held)
+		e.Str8(heldHost)
 	case wire.OpNotify:
 		ch := d.Str8()
 		if err := d.Done(); err != nil {
@@ -1414,6 +1425,9 @@ func (h managerHooks) Skew() time.Duration              { return h.c.skew() }
 func (h managerHooks) Quorate() bool                    { return h.c.Quorate() }
 func (h managerHooks) Usable(node string) bool          { return h.c.usable(node) }
 func (h managerHooks) Go(f func()) bool                 { return h.c.Go(f) }
+func (h managerHooks) Claim(ch string, id uint64, host string, over uint64) (bool, uint64, string) {
+	return h.c.claim(ch, id, host, over)
+}
 func (h managerHooks) Copy(to, ch string, epoch uint64, ref role.StreamletRef) error {
 	return h.c.copyTo(to, ch, epoch, ref)
 }

@@ -490,6 +490,8 @@ type Host struct {
 	// onOrder and onCommit are the replication hooks (replica.go), set
 	// before the host is used.
 	onOrder, onCommit func(*Streamlet)
+
+	claims claims // first-streamlet claims held (claims.go)
 }
 
 // New returns an empty host for node; clock stamps seals.

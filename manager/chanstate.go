@@ -44,6 +44,10 @@ type chanState struct {
 	// host's compare-and-set accepts it again instead of taking this
 	// manager for another one.
 	claimed, claimedAfter uint64
+	// claimOver is a first-streamlet claim of another manager whose
+	// streamlet this one barred (first.go): the next claim of the channel's
+	// first streamlet replaces it. 0: none.
+	claimOver uint64
 	// recover marks the replicated streamlets that lost a replica and
 	// wait for recovery (recovery.go); nil when none does.
 	recover map[uint64]bool

@@ -361,3 +361,7 @@ func TestTick_FailedCopyIsRetried(t *testing.T) {
 		t.Errorf("no target: CopyStats = %d done, %d failed, %d waiting; want 0 0 1 (waiting is no failure)", done, failed, waiting)
 	}
 }
+
+func (c drainNodes) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
+	return claimAt(c.hosts, nil, ch, id, node, over)
+}

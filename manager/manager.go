@@ -182,6 +182,13 @@ type Cluster interface {
 	// Go runs f on the cluster's worker pool; false (f not run) when the
 	// pool is full.
 	Go(f func()) bool
+	// Claim asks every live node to hold the claim that streamlet id,
+	// hosted by node host, is channel's first (host.Host.Claim), replacing
+	// a claim of over (0: none), and reports whether a majority of the
+	// cluster's known nodes holds it; if not, held and heldHost are a claim
+	// a node holds instead (0 when none refused, only too few answered).
+	// It waits for the network.
+	Claim(channel string, id uint64, host string, over uint64) (won bool, held uint64, heldHost string)
 }
 
 // ErrNoQuorum: this node sees no majority of its cluster, so it grants
@@ -581,6 +588,7 @@ func (m *Manager) rebuildInPlace(mc *mchan, channel, why string) {
 	st.rnodes, st.readers = old.rnodes, old.readers
 	if len(st.list) == 0 {
 		st.epoch, st.next = max(st.epoch, old.epoch), max(st.next, old.next)
+		st.claimOver = old.claimOver
 	}
 	mc.st = st
 	var readers []string
@@ -681,6 +689,12 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 			mc.lock()
 			cs.claim(prev.ID, id)
 			mc.mu.Unlock()
+		} else if m.cl != nil && !hasPrev {
+			// A first streamlet: nothing before it records a successor, so
+			// a majority of the nodes must hold its claim first (claimFirst).
+			if err := m.claimFirst(mc, channel, id, set[0]); err != nil {
+				return role.Grant{}, err
+			}
 		}
 		mc.lock()
 		// The write lease starts now, after the round trips that sealed

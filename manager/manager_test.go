@@ -28,6 +28,15 @@ func (o oneHost) Managed(string) bool             { return true }
 func (o oneHost) Skew() time.Duration             { return time.Second }
 func (o oneHost) Quorate() bool                   { return o.cutOff == nil || !*o.cutOff }
 
+// Claim: the one host is the cluster's majority.
+func (o oneHost) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
+	held, at := o.h.Claim(ch, id, node, over)
+	if held == id {
+		return true, 0, ""
+	}
+	return false, held, at
+}
+
 // noCopies is the copy side of a test Cluster whose nodes never drain.
 type noCopies struct{}
 
@@ -36,6 +45,10 @@ func (noCopies) Copy(string, string, uint64, role.StreamletRef) error {
 	return errors.New("test cluster: no copies")
 }
 func (noCopies) Go(f func()) bool { f(); return true }
+
+// Claim: a test cluster whose first streamlets nobody contests (only the
+// manager under test opens any).
+func (noCopies) Claim(string, uint64, string, uint64) (bool, uint64, string) { return true, 0, "" }
 
 // testConfig is a manager's configuration over host h with fixed limits
 // and clock.
@@ -141,4 +154,26 @@ func TestSuccessorClaim(t *testing.T) {
 	if id := cs.successorID(7, fresh); id != 103 {
 		t.Fatalf("claim cleared: %d, want a fresh id", id)
 	}
+}
+
+// claimAt is Cluster.Claim over the test cluster's hosts: every host not
+// down votes, and a majority of all of them must hold the claim.
+func claimAt(hosts map[string]*host.Host, down map[string]bool, ch string, id uint64, node string, over uint64) (bool, uint64, string) {
+	votes := 0
+	var held uint64
+	var heldAt string
+	for name, h := range hosts {
+		if down[name] {
+			continue
+		}
+		if got, at := h.Claim(ch, id, node, over); got == id {
+			votes++
+		} else if held == 0 {
+			held, heldAt = got, at
+		}
+	}
+	if 2*votes > len(hosts) {
+		return true, 0, ""
+	}
+	return false, held, heldAt
 }

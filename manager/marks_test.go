@@ -372,3 +372,7 @@ func TestSuccessorHostedDuringTheRebuildIsKept(t *testing.T) {
 		t.Fatal("Y was barred or sealed")
 	}
 }
+
+func (n *nodes) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
+	return claimAt(n.hosts, n.down, ch, id, node, over)
+}

@@ -171,3 +171,7 @@ func TestMergeReplicas(t *testing.T) {
 		t.Fatalf("single copies changed: %+v", out)
 	}
 }
+
+func (c hosts) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
+	return claimAt(c.hs, c.dead, ch, id, node, over)
+}

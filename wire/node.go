@@ -80,7 +80,8 @@ const (
 	// manager: str8 channel, u64 id, str8 orderer, str8 follower, u8 relayed
 	// -> u8 flags, u32 len, u16 n, n x str8 replicas
 	OpUnreachable NodeOp = 17
-	opMax                = OpUnreachable
+	OpClaim       NodeOp = 18 // host: str8 channel, u64 id, str8 host, u64 over -> u64 held, str8 held host
+	opMax                = OpClaim
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's
