@@ -13,7 +13,8 @@ import (
 // that both believe they manage a new channel (views apart after a flap)
 // ask for its first write grant at once, over real links: CLAIM lets at
 // most one first streamlet be opened, so two grants that both succeed name
-// the same streamlet, or one of them was sealed before it took a write.
+// the same streamlet, or one of them was sealed before it took a write
+// (or neither succeeds, and a manager asking alone then does).
 // Without the claim each opened its own, and both took writes.
 func TestCluster_TwoManagersOpenOneFirstStreamlet(t *testing.T) {
 	nodes := startCluster3(t, nil)
@@ -33,7 +34,16 @@ func TestCluster_TwoManagersOpenOneFirstStreamlet(t *testing.T) {
 		}
 		wg.Wait()
 		if err[0] != nil && err[1] != nil {
-			t.Fatalf("%s: neither grant: %v; %v", ch, err[0], err[1])
+			// Both lost (each barred the other's claimed streamlet before
+			// it was hosted): safe, and a manager asking alone then gets
+			// a grant within a few asks, as a writer asks again.
+			for try := 0; try < 4 && err[0] != nil; try++ {
+				g[0], err[0] = a.mgr.WriteGrant(ch, 0)
+			}
+			if err[0] != nil {
+				t.Fatalf("%s: no grant after the contention: %v", ch, err[0])
+			}
+			continue
 		}
 		if err[0] != nil || err[1] != nil || g[0].Streamlet == g[1].Streamlet {
 			continue
