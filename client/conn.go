@@ -139,7 +139,7 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 		_ = nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	w, rd, err := c.handshake(nc)
+	w, fr, err := c.handshake(nc)
 	if !stop() || err != nil {
 		_ = nc.Close()
 		if err == nil {
@@ -149,7 +149,7 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	c.learn(w.Nodes)
-	s := newSession(c, nc, addr, w, rd)
+	s := newSession(c, nc, addr, w, fr)
 	go s.readLoop()
 	go s.writeLoop()
 	c.log.Info("connected", "addr", addr, "server", w.ServerName)
@@ -174,7 +174,8 @@ func (c *Conn) features() wire.Features {
 func (c *Conn) Compressed() uint64 { return c.compressed.Load() }
 
 // handshake sends HELLO and reads the answer: WELCOME or ERROR.
-func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
+// The returned frameReader reads the session's frames after it.
+func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *frameReader, error) {
 	id := c.nextReq()
 	hello := wire.AppendHello(nil, id, wire.Hello{
 		MinVersion: wire.Version1, MaxVersion: wire.Version1,
@@ -183,7 +184,8 @@ func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
 	if _, err := nc.Write(hello); err != nil {
 		return wire.Welcome{}, nil, err
 	}
-	rd := wire.NewReader(nc, min(handshakeMaxBody, c.opts.maxBody))
+	fr := newFrameReader(nc, min(handshakeMaxBody, c.opts.maxBody))
+	rd := fr.rd
 	h, body, err := rd.Next()
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) {
@@ -216,7 +218,7 @@ func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *wire.Reader, error) {
 		return w, nil, protocolErr("WELCOME accepted features %#x that were not offered", uint32(w.Features&^c.features()))
 	}
 	rd.SetMaxBody(min(w.MaxBody, c.opts.maxBody))
-	return w, rd, nil
+	return w, fr, nil
 }
 
 // learn adds node addresses from WELCOME to the reconnect list.

@@ -91,3 +91,30 @@ func TestPingBehindABacklogIsNotATimeout(t *testing.T) {
 	_ = fc.nc.Close()
 	<-served // the fake's goroutine has returned
 }
+
+// TestAnsweredPingsReadNoTCPInfo: a connection whose PONGs come within
+// the ping interval never reads TCP_INFO (the measure is needed only to
+// judge an unanswered PING; with 10,000 connections in one process every
+// tick's getsockopt was a system call 2,000 times a second).
+func TestAnsweredPingsReadNoTCPInfo(t *testing.T) {
+	f := newFakeServer(t)
+	w := testWelcome()
+	w.PingInterval = 100 * time.Millisecond
+	c, fc := connect(t, f, w, WithReconnect(false))
+	s := c.cur.Load()
+	const pings = 6
+	for n := 0; n < pings; {
+		h, _ := fc.read()
+		if h.Type != wire.TypePing {
+			t.Fatalf("unexpected %v", h.Type)
+		}
+		n++
+		fc.write(wire.AppendPong(nil, h.ID))
+	}
+	c.Close()
+	<-s.writerDone
+	// A PONG delayed past a tick (a loaded machine) costs one measure.
+	if s.tcpInfoReads > pings/3 {
+		t.Fatalf("%d TCP_INFO reads over %d answered PINGs, want about none", s.tcpInfoReads, pings)
+	}
+}

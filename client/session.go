@@ -1,9 +1,7 @@
 package client
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"sync"
@@ -30,7 +28,7 @@ type session struct {
 	nc      net.Conn
 	addr    string
 	welcome wire.Welcome
-	rd      *wire.Reader // owned by the reader goroutine
+	fr      *frameReader // owned by the reader goroutine
 	started time.Time
 
 	mu      sync.Mutex
@@ -55,6 +53,19 @@ type session struct {
 	// Reader-owned scratch, reused for every PUBACK.
 	acks  []wire.Ack
 	compl []completion
+	// subsGen counts changes of subs (written under mu). The reader's
+	// lookup cache, next to it (one cache line: with thousands of
+	// connections each DATA finds the session cold), holds the
+	// subscription sub found last, its id and subsGen then, and is valid
+	// while subsGen is unchanged: a Conn of one subscription, the usual
+	// case with many connections, routes DATA without the lock or the map.
+	subsGen   atomic.Uint64
+	lastGen   uint64
+	lastSub   *Subscription
+	lastSubID uint32
+
+	// tcpInfoReads counts ackedBytes calls (writer-owned; tests).
+	tcpInfoReads int
 }
 
 // reqEntry is a request awaiting its answer. For SUBSCRIBE, sub is set and
@@ -71,9 +82,9 @@ type completion struct {
 	pos uint64
 }
 
-func newSession(c *Conn, nc net.Conn, addr string, w wire.Welcome, rd *wire.Reader) *session {
+func newSession(c *Conn, nc net.Conn, addr string, w wire.Welcome, fr *frameReader) *session {
 	return &session{
-		c: c, nc: nc, addr: addr, welcome: w, rd: rd, started: time.Now(),
+		c: c, nc: nc, addr: addr, welcome: w, fr: fr, started: time.Now(),
 		reqs:       make(map[uint32]reqEntry),
 		subs:       make(map[uint32]*Subscription),
 		wake:       make(chan struct{}, 1),
@@ -97,9 +108,11 @@ func (s *session) kick() {
 	}
 }
 
-// fail ends the session with err (the first call wins): the socket is
-// closed, the Conn stops using it, and every publish awaiting its PUBACK
-// completes with an error matching ErrUnknownOutcome.
+// fail ends the session with err (the first call wins): the Conn stops
+// using it, the socket is closed, and every publish awaiting its PUBACK
+// completes with an error matching ErrUnknownOutcome. Closing the socket
+// waits for the reader if it is dispatching a frame on the raw path
+// (rawread_linux.go); done, closed first, makes that short.
 func (s *session) fail(err error) {
 	s.mu.Lock()
 	if s.dead {
@@ -107,6 +120,7 @@ func (s *session) fail(err error) {
 		return
 	}
 	s.dead, s.err = true, err
+	s.fr.stopped.Store(true)
 	pend := s.pending.drain(nil)
 	s.reqs = nil
 	if s.taken != nil {
@@ -115,8 +129,8 @@ func (s *session) fail(err error) {
 	}
 	s.mu.Unlock()
 	close(s.done)
-	_ = s.nc.Close()
 	s.c.detach(s)
+	_ = s.nc.Close()
 	uerr := unknownOutcome(err)
 	for _, pe := range pend {
 		if pe.rt != nil && s.c.queueRetry(pe) {
@@ -246,6 +260,7 @@ func (s *session) control(id uint32, e reqEntry, frame []byte) bool {
 	s.reqs[id] = e
 	if e.sub != nil {
 		s.subs[e.sub.id] = e.sub
+		s.subsGen.Add(1)
 	}
 	s.wbuf = append(s.wbuf, frame...)
 	s.mu.Unlock()
@@ -280,8 +295,9 @@ const (
 // so that the PING waits behind megabytes of publishes in the socket
 // buffers (a publisher to a server at load average 24 on 2 cores: the
 // PONG took over 10 s). An interval in which the server's TCP stack
-// acknowledged at least busyProgress bytes (TCP_INFO, Linux) does not
-// count, at most maxBusyIntervals in a row: a paused server stops
+// acknowledged at least busyProgress bytes (TCP_INFO, Linux; measured
+// only at ticks that find a PING unanswered) does not count, at most
+// maxBusyIntervals in a row: a paused server stops
 // acknowledging once its receive buffer is full, and an idle connection's
 // PINGs alone are far below busyProgress, so both still fail after two.
 func (s *session) writeLoop() {
@@ -295,16 +311,31 @@ func (s *session) writeLoop() {
 		wt = max(wt, 2*pi)
 	}
 	var spare []byte
-	acked, _ := ackedBytes(s.nc)
+	// acked is TCP_INFO's acknowledged bytes at the previous tick, if
+	// measured (measuredAcked): only a tick that finds a PING unanswered
+	// measures, so a healthy connection, whose PONG comes within the
+	// interval, makes no getsockopt (with 10,000 connections in one
+	// process those were 2,000 system calls a second). The first tick
+	// with a PING unanswered has nothing to compare with and counts it
+	// as not reading: it sends a second PING, as before, and the next
+	// tick decides against its measure.
+	var acked uint64
+	measuredAcked := false
 	busy := 0 // intervals in a row not counted against an unanswered PING
 	for {
 		select {
 		case <-s.wake:
 		case <-tick:
-			n, ok := ackedBytes(s.nc)
-			reading := ok && n >= acked+busyProgress
-			acked = n
 			out := s.pingsOut.Load()
+			reading := false
+			if out > 0 {
+				n, ok := ackedBytes(s.nc)
+				s.tcpInfoReads++
+				reading = ok && measuredAcked && n >= acked+busyProgress
+				acked, measuredAcked = n, ok
+			} else {
+				measuredAcked = false
+			}
 			if out == 0 || !reading {
 				busy = 0
 			}
@@ -348,29 +379,8 @@ func (s *session) writeLoop() {
 // readLoop reads and dispatches frames until the connection fails.
 func (s *session) readLoop() {
 	defer close(s.readerDone)
-	for {
-		h, body, err := s.rd.Next()
-		if err != nil {
-			switch {
-			case errors.Is(err, wire.ErrMalformed):
-				err = fmt.Errorf("%w: %w", ErrProtocol, err)
-			case errors.Is(err, io.EOF):
-				err = fmt.Errorf("%w: server closed the connection", ErrDisconnected)
-			default:
-				err = fmt.Errorf("%w: read: %w", ErrDisconnected, err)
-			}
-			s.fail(err)
-			return
-		}
-		if err := s.dispatch(h, body); err != nil {
-			s.fail(err)
-			return
-		}
-		select {
-		case <-s.done:
-			return
-		default:
-		}
+	if err := s.fr.run(s.dispatch); err != nil {
+		s.fail(err)
 	}
 }
 
@@ -405,6 +415,7 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 			// The server ended the subscription (PROTOCOL.md 2.7).
 			sub := s.subs[subID]
 			delete(s.subs, subID)
+			s.subsGen.Add(1)
 			s.mu.Unlock()
 			if sub != nil {
 				sub.end(errRevoked)
@@ -414,6 +425,7 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 		e, ok := s.reqs[h.ID]
 		delete(s.reqs, h.ID)
 		delete(s.subs, subID)
+		s.subsGen.Add(1)
 		s.mu.Unlock()
 		if ok && e.reply != nil {
 			e.reply <- nil
@@ -449,10 +461,18 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 	}
 }
 
+// sub returns the subscription subID routes to, or nil; reader only.
 func (s *session) sub(subID uint32) *Subscription {
+	if s.lastSub != nil && subID == s.lastSubID && s.subsGen.Load() == s.lastGen {
+		return s.lastSub // subs unchanged since it was looked up
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.subs[subID]
+	sub, gen := s.subs[subID], s.subsGen.Load()
+	s.mu.Unlock()
+	if sub != nil {
+		s.lastSub, s.lastSubID, s.lastGen = sub, subID, gen
+	}
+	return sub
 }
 
 func (s *session) onPubAck(body []byte) error {
@@ -489,7 +509,7 @@ func (s *session) onData(h wire.Header, body []byte) error {
 			return protocolErr("DATA with flag COMPRESSED, but S2 was not negotiated")
 		}
 		// A fresh buffer per frame: the messages alias it (no second copy).
-		first, count, records, _, err = wire.DecodeDataS2(body, nil, s.rd.MaxBody())
+		first, count, records, _, err = wire.DecodeDataS2(body, nil, s.fr.rd.MaxBody())
 		owned = true
 	} else {
 		first, count, records, err = wire.DecodeData(body)
@@ -540,6 +560,7 @@ func (s *session) onError(id uint32, e wire.Error) error {
 	delete(s.reqs, id)
 	if isReq && re.sub != nil {
 		delete(s.subs, re.sub.id)
+		s.subsGen.Add(1)
 	}
 	s.mu.Unlock()
 	switch {

@@ -14,6 +14,12 @@ const minReaderBuf = 16 << 10
 // io.ErrNoProgress, as bufio does.
 const maxEmptyReads = 100
 
+// ErrWouldBlock is what a Reader's source returns, with no bytes, when it
+// reads a non-blocking socket that has nothing to read now. Next passes it
+// on without making it sticky and keeps the bytes buffered so far: the
+// caller waits until the socket is readable and calls Next again.
+var ErrWouldBlock = errors.New("wire: source would block")
+
 // Reader reads whole frames from a byte stream (e.g. a client's net.Conn)
 // with bounded buffering. It checks each declared body length against the
 // current limit before buffering the body, so it never holds more than
@@ -73,7 +79,8 @@ func (r *Reader) Buffered() int { return r.w - r.r }
 // what must live longer.
 //
 // Errors: a malformed header (wrapping ErrMalformed or ErrTooLarge) is sticky,
-// every later call returns it. When the source fails, frames already
+// every later call returns it. ErrWouldBlock from the source is returned as
+// it is and is not sticky. When the source fails, frames already
 // buffered are still returned first; then Next returns io.EOF if the stream
 // ended on a frame boundary, io.ErrUnexpectedEOF if it ended inside a frame,
 // or the source's error.
@@ -111,6 +118,10 @@ func (r *Reader) Next() (h Header, body []byte, err error) {
 		}
 		r.w += m
 		switch {
+		case rerr == ErrWouldBlock && m == 0:
+			return Header{}, nil, ErrWouldBlock
+		case rerr == ErrWouldBlock:
+			empty = 0 // bytes came with it: split them first
 		case rerr != nil:
 			r.err = rerr
 		case m == 0:

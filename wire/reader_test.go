@@ -78,6 +78,69 @@ func TestReaderPieces(t *testing.T) {
 	}
 }
 
+// blockingReader returns ErrWouldBlock before every piece of chunkReader
+// (and, when withBytes, also together with the piece), as a non-blocking
+// socket source does.
+type blockingReader struct {
+	chunkReader
+	withBytes bool
+	blocked   bool // the last call returned ErrWouldBlock alone
+}
+
+func (b *blockingReader) Read(p []byte) (int, error) {
+	if !b.blocked {
+		b.blocked = true
+		return 0, wire.ErrWouldBlock
+	}
+	b.blocked = false
+	n, err := b.chunkReader.Read(p)
+	if err == nil && b.withBytes && len(b.data) > 0 {
+		err = wire.ErrWouldBlock
+	}
+	return n, err
+}
+
+// TestReaderWouldBlockNotSticky: ErrWouldBlock reaches the caller each time
+// no whole frame is buffered, keeps the partial frame, and the stream
+// decodes as it does from a blocking source.
+func TestReaderWouldBlockNotSticky(t *testing.T) {
+	stream, want := allValid()
+	for _, withBytes := range []bool{false, true} {
+		for _, sizes := range [][]int{{1}, {2, 3}, {7, 1, 64}, {4096}} {
+			src := &blockingReader{chunkReader: chunkReader{data: stream, sizes: sizes}, withBytes: withBytes}
+			r := wire.NewReader(src, testMaxBody)
+			var got []msg
+			blocks := 0
+			for {
+				h, body, err := r.Next()
+				if err == wire.ErrWouldBlock {
+					if blocks++; blocks > 2*len(stream)+2 {
+						t.Fatalf("sizes %v: ErrWouldBlock without end", sizes)
+					}
+					continue
+				}
+				if err != nil {
+					if err != io.EOF {
+						t.Fatalf("sizes %v: final error %v, want io.EOF", sizes, err)
+					}
+					break
+				}
+				v, err := decodeAny(h, body)
+				if err != nil {
+					t.Fatalf("frame %d: %v", len(got), err)
+				}
+				got = append(got, msg{h, v})
+			}
+			if blocks == 0 {
+				t.Fatalf("sizes %v: ErrWouldBlock never returned", sizes)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("sizes %v withBytes %v: got %d frames\nwant %d", sizes, withBytes, len(got), len(want))
+			}
+		}
+	}
+}
+
 func TestReaderUnexpectedEOF(t *testing.T) {
 	stream, want := allValid()
 	cut := stream[:len(stream)-1]
