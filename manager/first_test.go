@@ -16,12 +16,7 @@ import (
 // record fences a later one.
 func TestFirstStreamletOfTwoManagersIsOne(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { return now }
-	h := host.New("h", clock)
-	m1 := New(testConfig(h, clock))
-	m2 := New(testConfig(h, clock))
-	m1.SetCluster(oneHost{h: h})
-	m2.SetCluster(oneHost{h: h})
+	h, m1, m2 := splitBrain(&now)
 	const ch = "fresh"
 	m1.Info(ch, true) // both rebuilt it from the hosts: nothing there
 	now = now.Add(12 * time.Millisecond)

@@ -57,14 +57,22 @@ func testConfig(h *host.Host, clock func() time.Time) Config {
 	return Config{Node: h.Node(), Host: h, NewID: h.NewID, Limits: func(string) role.Limits { return l }, Clock: clock}
 }
 
-func TestSplitBrainManagersNeverReusePositions(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { return now }
-	h := host.New("h", clock)
-	m1 := New(testConfig(h, clock))
-	m2 := New(testConfig(h, clock))
+// splitBrain is two managers of one host "h" that both believe they
+// manage every channel (a heartbeat flap left their nodes' views apart),
+// on a clock that reads *now, which the test moves.
+func splitBrain(now *time.Time) (h *host.Host, m1, m2 *Manager) {
+	clock := func() time.Time { return *now }
+	h = host.New("h", clock)
+	m1 = New(testConfig(h, clock))
+	m2 = New(testConfig(h, clock))
 	m1.SetCluster(oneHost{h: h})
 	m2.SetCluster(oneHost{h: h})
+	return h, m1, m2
+}
+
+func TestSplitBrainManagersNeverReusePositions(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	h, m1, m2 := splitBrain(&now)
 	const ch = "split"
 
 	g1, err := m1.WriteGrant(ch, 0)

@@ -67,6 +67,28 @@ func (n *nodes) Skew() time.Duration     { return time.Second }
 func (n *nodes) Quorate() bool           { return n.quorate }
 func (n *nodes) Usable(node string) bool { return n.hosts[node] != nil && !n.down[node] }
 
+// marksLimits are the limits of the tests of this file: streamlets of 100
+// messages.
+var marksLimits = role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
+
+// newNodes is a quorate cluster of a host per name, all up, seen from
+// node b, that chooses by prefer.
+func newNodes(clock func() time.Time, prefer []string, names ...string) *nodes {
+	n := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
+		prefer: prefer, quorate: true}
+	for _, name := range names {
+		n.hosts[name] = host.New(name, clock)
+	}
+	return n
+}
+
+// manager is a manager on node name with marksLimits; it is not attached
+// to the cluster (SetCluster) nor listed in mgrs.
+func (n *nodes) manager(name string, clock func() time.Time) *Manager {
+	h := n.hosts[name]
+	return New(Config{Node: name, Host: h, NewID: h.NewID, Limits: func(string) role.Limits { return marksLimits }, Clock: clock})
+}
+
 // TestForgottenFailoverIsNotReused is the kill-during-partition bug of
 // the fault suite as a pure sequence (no sockets). Manager b's channel
 // has its open streamlet S1 on c. c is cut off: b declares S1 lost at its
@@ -83,14 +105,10 @@ func (n *nodes) Usable(node string) bool { return n.hosts[node] != nil && !n.dow
 func TestForgottenFailoverIsNotReused(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
-	cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
-		prefer: []string{"c", "a", "b"}, quorate: true}
-	for _, name := range []string{"a", "b", "c"} {
-		h := host.New(name, clock)
-		cl.hosts[name] = h
-		m := New(Config{Node: name, Host: h, NewID: h.NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
-		cl.mgrs[name] = m
+	l := marksLimits
+	cl := newNodes(clock, []string{"c", "a", "b"}, "a", "b", "c")
+	for name := range cl.hosts {
+		cl.mgrs[name] = cl.manager(name, clock)
 	}
 	mb := cl.mgrs["b"]
 	mb.SetCluster(cl)
@@ -173,13 +191,8 @@ func TestForgottenFailoverIsNotReused(t *testing.T) {
 func TestStateBuiltWithoutQuorumIsRebuiltBeforeGranting(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
-	cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
-		prefer: []string{"c", "b"}, quorate: true}
-	for _, name := range []string{"b", "c"} {
-		cl.hosts[name] = host.New(name, clock)
-	}
-	mb := New(Config{Node: "b", Host: cl.hosts["b"], NewID: cl.hosts["b"].NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
+	cl := newNodes(clock, []string{"c", "b"}, "b", "c")
+	mb := cl.manager("b", clock)
 	mb.SetCluster(cl)
 	const ch = "window"
 	g1, err := mb.WriteGrant(ch, 0)
@@ -211,11 +224,9 @@ func TestStateBuiltWithoutQuorumIsRebuiltBeforeGranting(t *testing.T) {
 func TestMarksExpire(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
-	cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
-		prefer: []string{"c"}, quorate: true}
-	cl.hosts["b"], cl.hosts["c"] = host.New("b", clock), host.New("c", clock)
-	m := New(Config{Node: "b", Host: cl.hosts["b"], NewID: cl.hosts["b"].NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
+	l := marksLimits
+	cl := newNodes(clock, []string{"c"}, "b", "c")
+	m := cl.manager("b", clock)
 	m.SetCluster(cl)
 	if _, err := m.WriteGrant("x", 0); err != nil {
 		t.Fatal(err)
@@ -250,34 +261,12 @@ func TestUnfoundSuccessorIsBarred(t *testing.T) {
 	for _, hostedMeanwhile := range []bool{false, true} {
 		now := time.Unix(1_800_000_000, 0)
 		clock := func() time.Time { return now }
-		l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
-		cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
-			prefer: []string{"c"}, quorate: true}
-		for _, n := range []string{"a", "b", "c"} {
-			cl.hosts[n] = host.New(n, clock)
-		}
-		mb := New(Config{Node: "b", Host: cl.hosts["b"], NewID: cl.hosts["b"].NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
+		cl := newNodes(clock, []string{"c"}, "a", "b", "c")
+		mb := cl.manager("b", clock)
 		mb.SetCluster(cl)
 		const ch = "race"
-		gx, err := mb.WriteGrant(ch, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := cl.hosts["c"].Streamlet(gx.Streamlet)
-		for i := 0; i < 3; i++ {
-			if _, err := s.Append([]byte("x"), now.UnixNano()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// The other manager seals X, records Y (to be hosted on a) and
-		// has not hosted it yet.
-		y := cl.hosts["a"].NewID()
-		end, err := cl.hosts["c"].Seal(gx.Streamlet, y, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		gy := role.Grant{Channel: ch, Epoch: gx.Epoch, Streamlet: y, Host: "a", First: end, LimitMsgs: 100, LimitSize: 1 << 20,
-			LeaseEnd: now.Add(l.Life).UnixNano()}
+		gx, end, gy := successorRecorded(t, cl, mb, ch, now)
+		y := gy.Streamlet
 		if hostedMeanwhile {
 			if err := cl.hosts["a"].HostStreamlet(gy); err != nil {
 				t.Fatal(err)
@@ -319,31 +308,12 @@ func TestUnfoundSuccessorIsBarred(t *testing.T) {
 func TestSuccessorHostedDuringTheRebuildIsKept(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	l := role.Limits{Msgs: 100, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
-	cl := &nodes{self: "b", hosts: map[string]*host.Host{}, mgrs: map[string]*Manager{}, down: map[string]bool{},
-		prefer: []string{"c"}, quorate: true}
-	for _, n := range []string{"a", "b", "c"} {
-		cl.hosts[n] = host.New(n, clock)
-	}
-	mb := New(Config{Node: "b", Host: cl.hosts["b"], NewID: cl.hosts["b"].NewID, Limits: func(string) role.Limits { return l }, Clock: clock})
+	cl := newNodes(clock, []string{"c"}, "a", "b", "c")
+	mb := cl.manager("b", clock)
 	mb.SetCluster(cl)
 	const ch = "rejoin"
-	gx, err := mb.WriteGrant(ch, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3; i++ {
-		if _, err := cl.hosts["c"].Streamlet(gx.Streamlet).Append([]byte("x"), now.UnixNano()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	y := cl.hosts["a"].NewID()
-	end, err := cl.hosts["c"].Seal(gx.Streamlet, y, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gy := role.Grant{Channel: ch, Epoch: gx.Epoch, Streamlet: y, Host: "a", First: end, LimitMsgs: 100, LimitSize: 1 << 20,
-		LeaseEnd: now.Add(l.Life).UnixNano()}
+	gx, end, gy := successorRecorded(t, cl, mb, ch, now)
+	y := gy.Streamlet
 	hosted := false
 	cl.listed = func() {
 		if !hosted {
@@ -371,6 +341,35 @@ func TestSuccessorHostedDuringTheRebuildIsKept(t *testing.T) {
 	if _, ok := cl.hosts["a"].Len(y); !ok || cl.hosts["a"].Streamlet(y).Buf().Sealed() {
 		t.Fatal("Y was barred or sealed")
 	}
+}
+
+// successorRecorded has manager mb grant ch's first streamlet X (on c),
+// writes three records to it, and then does what another manager does
+// that takes the channel over: it seals X recording a successor Y to be
+// hosted on a, and does not host Y yet. It returns X's grant, X's end and
+// the grant that would host Y.
+func successorRecorded(t *testing.T, cl *nodes, mb *Manager, ch string, now time.Time) (gx role.Grant, end uint64, gy role.Grant) {
+	t.Helper()
+	gx, err := mb.WriteGrant(ch, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gx.Host != "c" {
+		t.Fatalf("X granted on %s, want c", gx.Host)
+	}
+	s := cl.hosts["c"].Streamlet(gx.Streamlet)
+	for i := 0; i < 3; i++ {
+		if _, err := s.Append([]byte("x"), now.UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y := cl.hosts["a"].NewID()
+	if end, err = cl.hosts["c"].Seal(gx.Streamlet, y, "a"); err != nil {
+		t.Fatal(err)
+	}
+	gy = role.Grant{Channel: ch, Epoch: gx.Epoch, Streamlet: y, Host: "a", First: end, LimitMsgs: 100, LimitSize: 1 << 20,
+		LeaseEnd: now.Add(marksLimits.Life).UnixNano()}
+	return gx, end, gy
 }
 
 func (n *nodes) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
