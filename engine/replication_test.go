@@ -19,25 +19,7 @@ func TestReplication_EveryStreamletOnNDistinctNodes(t *testing.T) {
 	nodes := startCluster3(t, withReplicas(2))
 	a, b := nodes[0], nodes[1]
 	ch := channelManagedBy(t, a, "a", "repl")
-	sub, _ := helloRaw(t, b.Addr())
-	sub.subscribe(1, ch, wire.StartLive, 0)
-	pub, _ := helloRaw(t, a.Addr())
-	acked := map[uint64]int{}
-	var last uint64
-	for i := 0; i < 350; i++ { // several streamlets of 100
-		o, err := publishTolerant(pub, ch, i)
-		if err != nil || o.err != nil {
-			t.Fatalf("publish %d: %v %v", i, err, o.err)
-		}
-		acked[o.pos], last = i, o.pos
-	}
-	evs, err := sub.eventsUntil(1, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gaps := checkSurvivor(t, evs, 1, acked); len(gaps) != 0 {
-		t.Fatalf("gaps %v without a failure", gaps)
-	}
+	acked := publishAllDelivered(t, a, b, ch, 350) // several streamlets of 100
 	info, _ := a.route.Info(ch, false)
 	byName := map[string]*Server{"a": nodes[0], "b": nodes[1], "c": nodes[2]}
 	for _, r := range info.Streamlets {
@@ -62,6 +44,35 @@ func TestReplication_EveryStreamletOnNDistinctNodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// publishAllDelivered publishes n messages to ch one at a time on pub's
+// node, each acknowledged, while a subscriber on sub's node reads the
+// channel from the live edge; it fails the test unless every publish is
+// acknowledged and the subscriber gets every message once, in order, with
+// no gap. It returns the acknowledged positions' message indexes.
+func publishAllDelivered(t *testing.T, pubNode, subNode *Server, ch string, n int) map[uint64]int {
+	t.Helper()
+	sub, _ := helloRaw(t, subNode.Addr())
+	sub.subscribe(1, ch, wire.StartLive, 0)
+	pub, _ := helloRaw(t, pubNode.Addr())
+	acked := map[uint64]int{}
+	var last uint64
+	for i := 0; i < n; i++ {
+		o, err := publishTolerant(pub, ch, i)
+		if err != nil || o.err != nil {
+			t.Fatalf("publish %d: %v %v", i, err, o.err)
+		}
+		acked[o.pos], last = i, o.pos
+	}
+	evs, err := sub.eventsUntil(1, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gaps := checkSurvivor(t, evs, 1, acked); len(gaps) != 0 {
+		t.Fatalf("gaps %v without a failure", gaps)
+	}
+	return acked
 }
 
 // replicatedFailover publishes acknowledged messages on a and subscribes
@@ -181,25 +192,7 @@ func TestReplication_RetriedHostMovesTheOrderer(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "a", "retried")
 	b.host.SetDraining()
-	sub, _ := helloRaw(t, c.Addr())
-	sub.subscribe(1, ch, wire.StartLive, 0)
-	pub, _ := helloRaw(t, a.Addr())
-	acked := map[uint64]int{}
-	var last uint64
-	for i := 0; i < 1200; i++ { // twelve streamlets of 100 at least
-		o, err := publishTolerant(pub, ch, i)
-		if err != nil || o.err != nil {
-			t.Fatalf("publish %d: %v %v", i, err, o.err)
-		}
-		acked[o.pos], last = i, o.pos
-	}
-	evs, err := sub.eventsUntil(1, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gaps := checkSurvivor(t, evs, 1, acked); len(gaps) != 0 {
-		t.Fatalf("gaps %v without a failure", gaps)
-	}
+	publishAllDelivered(t, a, c, ch, 1200) // twelve streamlets of 100 at least
 	info, _ := a.route.Info(ch, false)
 	for _, r := range info.Streamlets {
 		if set := r.Set(); slices.Contains(set, "b") || len(set) != 2 {
