@@ -208,7 +208,7 @@ func (lc *loopChan) channelInfo() (role.ChannelInfo, bool) {
 	var info role.ChannelInfo
 	found, inline := false, true
 	lc.infoPending = true
-	lc.l.srv.plane.info(lc, false, func(i role.ChannelInfo, f bool) {
+	lc.l.srv.plane.info(lc, false, func(i role.ChannelInfo, f bool, _ error) {
 		lc.infoPending = false
 		if inline {
 			info, found = i, f

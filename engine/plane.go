@@ -24,8 +24,10 @@ type plane interface {
 	// streamlet of the previous grant that refused a write (0 if none).
 	writeGrant(l *loop, channel string, after uint64, done func(role.Grant, error))
 	// info asks for lc's channel info (creating the channel if create is
-	// set); found is false for a channel the manager does not know.
-	info(lc *loopChan, create bool, done func(info role.ChannelInfo, found bool))
+	// set); found is false for a channel the manager does not know. err
+	// is set when there is no answer (the manager unreachable, the node's
+	// pool full); info is then the zero value, which is no channel's.
+	info(lc *loopChan, create bool, done func(info role.ChannelInfo, found bool, err error))
 	// interest registers delta reading loops of channel with its manager.
 	interest(channel string, delta int)
 	// appendRemote sends a batch of count records (run) under grant g to a
@@ -85,8 +87,9 @@ func (p localPlane) writeGrant(_ *loop, channel string, after uint64, done func(
 	done(p.s.mgr.WriteGrant(channel, after))
 }
 
-func (p localPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool)) {
-	done(p.s.mgr.Info(lc.name, create))
+func (p localPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool, error)) {
+	info, found := p.s.mgr.Info(lc.name, create)
+	done(info, found, nil)
 }
 
 func (p localPlane) interest(channel string, delta int) {
@@ -149,10 +152,10 @@ func (p clusterPlane) writeGrant(l *loop, channel string, after uint64, done fun
 	}
 }
 
-func (p clusterPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool)) {
+func (p clusterPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool, error)) {
 	gen := lc.gc.gen.Load()
 	if !create && lc.infoValid && lc.infoGen == gen {
-		done(lc.info, lc.infoFound)
+		done(lc.info, lc.infoFound, nil)
 		return
 	}
 	l := lc.l
@@ -165,10 +168,12 @@ func (p clusterPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo
 			if err == nil {
 				lc.cacheInfo(info, found || create, gen)
 			}
-			done(info, found)
+			done(info, found, err)
 		})
 	}) {
-		l.execute(func() { done(role.ChannelInfo{}, false) })
+		l.execute(func() {
+			done(role.ChannelInfo{}, false, fmt.Errorf("%w: channel info for %q", errOverloaded, lc.name))
+		})
 	}
 }
 

@@ -55,7 +55,7 @@ type stubPlane struct {
 }
 
 func (p stubPlane) writeGrant(*loop, string, uint64, func(role.Grant, error)) { *p.grants++ }
-func (p stubPlane) info(*loopChan, bool, func(role.ChannelInfo, bool))        {}
+func (p stubPlane) info(*loopChan, bool, func(role.ChannelInfo, bool, error)) {}
 func (p stubPlane) interest(string, int)                                      {}
 func (p stubPlane) acceptNode(cluster.Conn) cluster.NodeConn                  { return nil }
 func (p stubPlane) appendRemote(*loop, role.Grant, int, []byte, func(wire.NodeAppended, error)) error {

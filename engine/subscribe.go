@@ -84,12 +84,24 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true}
 	c.subs[sb.SubID] = su
 	lc.pendingSubs++
-	srv.plane.info(lc, true, func(info role.ChannelInfo, _ bool) {
+	srv.plane.info(lc, true, func(info role.ChannelInfo, _ bool, err error) {
 		lc.pendingSubs--
 		if c.closed || c.closing || c.subs[su.id] != su {
 			return
 		}
 		su.pending = false
+		if err != nil {
+			// No answer is no channel state: starting at the zero info's
+			// position 0 would tell the subscriber that every position
+			// below the channel's first had expired. The client retries
+			// (the SDK does for a resubscribe).
+			delete(c.subs, su.id)
+			c.sendError(reqID, wire.CodeUnavailable, fmt.Sprintf("channel %q: lookup failed: %v", sb.Channel, err))
+			if su.cancel {
+				l.unsubscribe(c, su.cancelReq, su.id) // UNKNOWN_SUBSCRIPTION: it never began
+			}
+			return
+		}
 		l.subscribeWith(c, reqID, sb, lc, su, info)
 		if su.cancel {
 			l.unsubscribe(c, su.cancelReq, su.id)
