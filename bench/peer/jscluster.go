@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -36,28 +34,15 @@ func StartClusterNode(name, clientAddr, routeAddr string, routes []string) (*Clu
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench-nats-"+name+"-")
-	if err != nil {
-		return nil, fmt.Errorf("peer: store dir: %w", err)
-	}
-	opts := &server.Options{
-		ServerName: name, Host: ch, Port: cp, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: dir, MaxConn: 200_000,
+	e, err := startEmbedded(&server.Options{
+		ServerName: name, Host: ch, Port: cp,
 		Cluster: server.ClusterOpts{Name: "sluice-bench", Host: rh, Port: rp},
 		Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-	}
-	srv, err := server.NewServer(opts)
+	})
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("peer: nats-server %s: %w", name, err)
+		return nil, err
 	}
-	go srv.Start()
-	if !srv.ReadyForConnections(20 * time.Second) {
-		srv.Shutdown()
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("peer: nats-server %s did not become ready", name)
-	}
-	return &ClusterNode{Embedded{srv: srv, dir: dir}}, nil
+	return &ClusterNode{*e}, nil
 }
 
 func splitAddr(addr string) (string, int, error) {
@@ -78,14 +63,9 @@ func splitAddr(addr string) (string, int, error) {
 // error: it is asked again every 250 ms until ctx ends. remove deletes the
 // stream and closes the admin connection.
 func CreateReplicatedStream(ctx context.Context, url, name string, subjects []string, replicas int) (remove func(context.Context) error, err error) {
-	nc, err := nats.Connect(url, nats.Name("sluice-bench-admin"))
+	nc, js, err := adminJetStream(url)
 	if err != nil {
-		return nil, fmt.Errorf("peer: connect %s: %w", url, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("peer: jetstream: %w", err)
+		return nil, err
 	}
 	cfg := jetstream.StreamConfig{Name: name, Subjects: subjects, Storage: jetstream.MemoryStorage, Replicas: replicas}
 	t := time.NewTicker(250 * time.Millisecond)

@@ -64,14 +64,9 @@ type JetStreamDriver struct {
 // NewJetStreamDriver connects to url and creates (or recreates, empty) the
 // memory stream StreamName.
 func NewJetStreamDriver(ctx context.Context, url string) (*JetStreamDriver, error) {
-	nc, err := nats.Connect(url, nats.Name("sluice-bench-admin"))
+	nc, js, err := adminJetStream(url)
 	if err != nil {
-		return nil, fmt.Errorf("peer: connect %s: %w", url, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("peer: jetstream: %w", err)
+		return nil, err
 	}
 	_ = js.DeleteStream(ctx, StreamName)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
@@ -346,25 +341,52 @@ func StartEmbedded(addr string) (*Embedded, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench-nats-")
+	return startEmbedded(&server.Options{Host: host, Port: port})
+}
+
+// startEmbedded starts a nats-server with opts, to which it adds
+// JetStream with a new temporary store directory, no logging, no signal
+// handlers and a connection limit that no benchmark reaches; it waits up
+// to 20 s until the server accepts connections. On error nothing is left
+// running or on disk.
+func startEmbedded(opts *server.Options) (*Embedded, error) {
+	label, prefix := "nats-server", "sluice-bench-nats-"
+	if opts.ServerName != "" {
+		label, prefix = label+" "+opts.ServerName, prefix+opts.ServerName+"-"
+	}
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, fmt.Errorf("peer: store dir: %w", err)
 	}
-	srv, err := server.NewServer(&server.Options{
-		Host: host, Port: port, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: dir, MaxConn: 200_000,
-	})
+	opts.NoLog, opts.NoSigs = true, true
+	opts.JetStream, opts.StoreDir, opts.MaxConn = true, dir, 200_000
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("peer: nats-server: %w", err)
+		return nil, fmt.Errorf("peer: %s: %w", label, err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(20 * time.Second) {
 		srv.Shutdown()
 		_ = os.RemoveAll(dir)
-		return nil, errors.New("peer: nats-server did not become ready")
+		return nil, fmt.Errorf("peer: %s did not become ready", label)
 	}
 	return &Embedded{srv: srv, dir: dir}, nil
+}
+
+// adminJetStream opens the admin connection to url (the benchmark's
+// streams are created and deleted through it) and its JetStream context.
+func adminJetStream(url string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, nats.Name("sluice-bench-admin"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("peer: connect %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("peer: jetstream: %w", err)
+	}
+	return nc, js, nil
 }
 
 // URL returns the client URL.

@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,6 +50,15 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	var child func() (func(), error)
+	if o.serve != "" {
+		child = func() (func(), error) { return serve(o.serve, o.serveWS) }
+	}
+	return benchcmd.Run(ctx, "wscompare", stderr, err, &o.Flags, child, func() error { return compare(ctx, o, stdout, stderr) })
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("wscompare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -61,28 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.serveWS, "serve-ws", "", "internal: its WebSocket listener `ADDR`")
 	fs.StringVar(&o.serverProf, "server-cpuprofile", "", "write the server's CPU profile to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return o, err
 	}
 	o.specs = fs.Args()
-	if o.serve != "" {
-		if err := benchcmd.Serve(ctx, o.CPUProfile, func() (func(), error) { return serve(o.serve, o.serveWS) }); err != nil {
-			fmt.Fprintf(stderr, "wscompare: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	if err := o.Check(); err != nil {
-		fmt.Fprintf(stderr, "wscompare: %v\n", err)
-		return 2
-	}
-	if err := compare(ctx, o, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "wscompare: %v\n", err)
-		return 1
-	}
-	return 0
+	return o, o.Check()
 }
 
 // serve starts the child-process server: the client listener on addr,
@@ -114,12 +104,9 @@ func waitListening(ctx context.Context, addr string) error {
 	}
 }
 
+// compare runs the benchmark (the load generator: benchcmd.Run called
+// o.Setup).
 func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	done, err := o.Setup()
-	defer done()
-	if err != nil {
-		return err
-	}
 	specs := o.specs
 	if len(specs) == 0 {
 		specs = defaultSpecs

@@ -4,13 +4,14 @@
 // bench/): the process entry point, the flags every one of them takes
 // (runs, CPU pinning, this process's CPU profile), and the child-process
 // server mode that profiles a server for its whole life, and the start of
-// the Sluice server such a child runs.
+// the Sluice server such a child runs; Run is the body that chooses
+// between the child modes and the load generator.
 //
 // It lives here, not in bench/peer, because wscompare is in the main module
 // and the main module never depends on the NATS module.
 //
-// Concurrency: Main, Flags.Setup and Serve are called from a command's
-// main goroutine; nothing here is shared.
+// Concurrency: Main, Run, Flags.Setup and Serve are called from a
+// command's main goroutine; nothing here is shared.
 package benchcmd
 
 import (
@@ -169,4 +170,38 @@ func Serve(ctx context.Context, profile string, start func() (stop func(), err e
 	<-ctx.Done()
 	stop()
 	return nil
+}
+
+// Run is what a benchmark command does once it has parsed its command
+// line into f and the rest of its options, parseErr being what parsing
+// returned: flag.ErrHelp (the usage was printed) exits 0, another parse
+// error exits 2. When child is not nil the command line asked for a
+// child-process server mode: it runs under Serve with f's --cpuprofile.
+// Otherwise this process is the load generator: f.Setup prepares it, run
+// measures, and Setup's done ends its profile. An error is printed to
+// stderr after name and exits 1.
+func Run(ctx context.Context, name string, stderr io.Writer, parseErr error, f *Flags,
+	child func() (stop func(), err error), run func() error) int {
+	if errors.Is(parseErr, flag.ErrHelp) {
+		return 0
+	}
+	if parseErr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, parseErr)
+		return 2
+	}
+	var err error
+	if child != nil {
+		err = Serve(ctx, f.CPUProfile, child)
+	} else {
+		var done func()
+		if done, err = f.Setup(); err == nil {
+			err = run()
+		}
+		done()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,53 @@ func TestStartEngineServesUntilStopped(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
 		_ = c.Close()
 		t.Fatalf("%s still accepts after stop", addr)
+	}
+}
+
+// TestRunExitCodes: Run's exit codes and messages for each outcome, and
+// that it runs the child mode when there is one, else the load generator.
+func TestRunExitCodes(t *testing.T) {
+	boom := errors.New("boom")
+	ended, cancel := context.WithCancel(context.Background())
+	cancel() // a child mode returns as soon as it started
+	for _, tc := range []struct {
+		name      string
+		parseErr  error
+		child     bool
+		childErr  error
+		runErr    error
+		code      int
+		ran, kid  bool
+		stderrHas string
+	}{
+		{name: "help", parseErr: flag.ErrHelp, code: 0},
+		{name: "usage error", parseErr: ErrFlags, code: 2, stderrHas: "cmd: benchcmd: bad flag"},
+		{name: "load generator", code: 0, ran: true},
+		{name: "load generator fails", runErr: boom, code: 1, ran: true, stderrHas: "cmd: boom"},
+		{name: "child", child: true, code: 0, kid: true},
+		{name: "child fails to start", child: true, childErr: boom, code: 1, kid: true, stderrHas: "cmd: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr strings.Builder
+			ran, kid := false, false
+			var child func() (func(), error)
+			if tc.child {
+				child = func() (func(), error) {
+					kid = true
+					if tc.childErr != nil {
+						return nil, tc.childErr
+					}
+					return func() {}, nil
+				}
+			}
+			f := Flags{Runs: 1}
+			code := Run(ended, "cmd", &stderr, tc.parseErr, &f, child, func() error { ran = true; return tc.runErr })
+			if code != tc.code || ran != tc.ran || kid != tc.kid {
+				t.Fatalf("code %d, ran %v, child %v; want %d, %v, %v", code, ran, kid, tc.code, tc.ran, tc.kid)
+			}
+			if !strings.Contains(stderr.String(), tc.stderrHas) || (tc.stderrHas == "") != (stderr.Len() == 0) {
+				t.Fatalf("stderr %q, want %q", stderr.String(), tc.stderrHas)
+			}
+		})
 	}
 }

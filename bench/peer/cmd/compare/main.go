@@ -140,27 +140,20 @@ func parse(args []string, stderr io.Writer) (options, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return 2
-	}
-	var start func() (func(), error) // a child-process server mode
+	var child func() (func(), error) // a child-process mode
 	switch {
 	case o.serveSluice != "":
-		start = func() (func(), error) { return startSluice(o.serveSluice) }
+		child = func() (func(), error) { return startSluice(o.serveSluice) }
 	case o.serveBusy > 0:
-		stop := bench.Busy(o.serveBusy)
-		fmt.Fprintln(stdout, "busy")
-		<-ctx.Done()
-		stop()
-		return 0
+		child = func() (func(), error) {
+			stop := bench.Busy(o.serveBusy)
+			fmt.Fprintln(stdout, "busy")
+			return stop, nil
+		}
 	case o.serveRelay != "":
-		start = func() (func(), error) { return startRelay(o.serveRelay) }
+		child = func() (func(), error) { return startRelay(o.serveRelay) }
 	case o.serveNATS != "":
-		start = func() (func(), error) {
+		child = func() (func(), error) {
 			e, err := peer.StartEmbedded(o.serveNATS)
 			if err != nil {
 				return nil, err
@@ -168,18 +161,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return e.Shutdown, nil
 		}
 	}
-	if start != nil {
-		if err := benchcmd.Serve(ctx, o.CPUProfile, start); err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	if err := compare(ctx, o, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return 1
-	}
-	return 0
+	return benchcmd.Run(ctx, "compare", stderr, err, &o.Flags, child, func() error { return compare(ctx, o, stdout, stderr) })
 }
 
 // startSluice starts an in-process Sluice server with default options.
@@ -470,12 +452,9 @@ func parseJob(spec string, base bench.Config) (job, error) {
 	return j, nil
 }
 
+// compare runs the benchmark (the load generator: benchcmd.Run called
+// o.Setup).
 func compare(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	done, err := o.Setup()
-	defer done()
-	if err != nil {
-		return err
-	}
 	specs := o.specs
 	if len(specs) == 0 {
 		specs = append(append([]string(nil), defaultSuite...), bench.FullSuite[len(bench.QuickSuite):]...)

@@ -118,31 +118,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rbench: %v\n", err)
-		return 2
-	}
+	var child func() (func(), error)
 	switch {
 	case o.serveSluice != "":
-		err = benchcmd.Serve(ctx, o.CPUProfile, func() (func(), error) { return serveSluice(ctx, o.serveSluice, stdout) })
+		child = func() (func(), error) { return serveSluice(ctx, o.serveSluice, stdout) }
 	case o.serveNATS != "":
-		err = benchcmd.Serve(ctx, o.CPUProfile, func() (func(), error) { return serveNATS(o.serveNATS, stdout) })
-	default:
-		var done func()
-		done, err = o.Setup()
-		if err == nil {
-			err = bench3(ctx, o, stdout, stderr)
-		}
-		done()
+		child = func() (func(), error) { return serveNATS(o.serveNATS, stdout) }
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rbench: %v\n", err)
-		return 1
-	}
-	return 0
+	return benchcmd.Run(ctx, "rbench", stderr, err, &o.Flags, child, func() error { return bench3(ctx, o, stdout, stderr) })
 }
 
 // secretEnv carries the cluster secret to the Sluice children: it is set
