@@ -54,6 +54,7 @@ type conn struct {
 	acks []wire.Ack
 
 	iov      [][]byte
+	one      [1][]byte // sockWriter.Write's vector
 	scratch  []byte
 	ownBegin int  // start in scratch of the last iov entry when lastOwn
 	lastOwn  bool // the last iov entry is the tail of scratch
@@ -172,21 +173,27 @@ func (c *conn) markDirty() {
 	}
 }
 
-// flush hands the pending output to gnet in one writev.
-func (c *conn) flush() {
+// flush writes the pending output (conn.writev), usually in one writev,
+// and returns what gnet then buffers for c (gnet.Conn.OutboundBuffered; 0
+// once c is closed).
+func (c *conn) flush() (buffered int) {
 	if c.ws != nil {
 		c.wsFlush()
+		buffered = -1
 	} else if len(c.iov) > 0 && !c.closed {
 		if c.node != nil {
 			// Sealed by the node connection's record layer. On a write
 			// error gnet closes the conn (OnClose).
-			if err := c.node.Write(c.iov, c.gc); err != nil {
+			if err := c.node.Write(c.iov, (*sockWriter)(c)); err != nil {
 				_ = c.gc.Close()
 			}
+			buffered = -1
 		} else {
-			_, _ = c.gc.Writev(c.iov) // on error gnet closes the conn (OnClose)
+			buffered = c.writev(c.iov)
 		}
 		c.l.stats.bytesOut += uint64(c.pending)
+	} else {
+		buffered = -1
 	}
 	clear(c.iov)
 	c.iov = c.iov[:0]
@@ -197,6 +204,69 @@ func (c *conn) flush() {
 	}
 	c.lastOwn = false
 	c.pending = 0
+	if c.closed {
+		return 0
+	}
+	if buffered < 0 {
+		buffered = c.gc.OutboundBuffered()
+	}
+	return buffered
+}
+
+// writev writes bs to c's socket in order after whatever gnet still
+// buffers for c, and returns what gnet buffers afterwards. While gnet's
+// outbound buffer is empty the vectors go to the socket directly
+// (rawWriter, without the runtime's syscall bookkeeping where the OS
+// allows); what the socket does not take, exactly the unwritten rest, is
+// handed to gnet's Writev, which buffers it and writes it when the socket
+// drains (EPOLLOUT), so later output queues behind it. A write error other
+// than a full socket is left to gnet too: its writev meets the error again
+// and closes the connection (OnClose), as it always did. bs may be longer
+// than IOV_MAX; its elements may be shortened in place.
+func (c *conn) writev(bs [][]byte) (buffered int) {
+	for len(bs) > 0 && !c.closed {
+		k := min(len(bs), maxIov)
+		chunk := bs[:k]
+		bs = bs[k:]
+		if buffered == 0 {
+			if buffered = c.gc.OutboundBuffered(); buffered == 0 {
+				rest, _ := c.l.rw.write(c.gc.Fd(), chunk)
+				if len(rest) == 0 {
+					continue
+				}
+				chunk = rest
+			}
+		}
+		_, _ = c.gc.Writev(chunk) // on error gnet closes the conn (OnClose)
+		if c.closed {
+			return 0
+		}
+		if buffered = c.gc.OutboundBuffered(); buffered > 0 {
+			c.l.stats.writesBuffered++
+		}
+	}
+	return buffered
+}
+
+// sockWriter is how a node connection's record layer writes to c
+// (cluster.Writer): through conn.writev.
+type sockWriter conn
+
+func (w *sockWriter) Write(b []byte) (int, error) {
+	c := (*conn)(w)
+	c.one[0] = b
+	c.writev(c.one[:])
+	c.one[0] = nil
+	return len(b), nil
+}
+
+func (w *sockWriter) Writev(bs [][]byte) (int, error) {
+	n := 0
+	for _, b := range bs {
+		n += len(b)
+	}
+	(*conn)(w).writev(bs)
+	return n, nil
 }
 
 // sendError queues an ERROR frame. A fatal code also marks the connection
@@ -274,4 +344,17 @@ func (c *conn) flushAcks(maxBody uint32) {
 		c.ownEnd(s, k)
 	}
 	c.acks = c.acks[:0]
+}
+
+// advanceVecs drops the first n bytes of bs: whole vectors, then the front of
+// the next one, which is shortened in place.
+func advanceVecs(bs [][]byte, n int) [][]byte {
+	for len(bs) > 0 && n >= len(bs[0]) {
+		n -= len(bs[0])
+		bs = bs[1:]
+	}
+	if n > 0 {
+		bs[0] = bs[0][n:]
+	}
+	return bs
 }

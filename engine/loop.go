@@ -81,6 +81,7 @@ type loop struct {
 	inflated []byte
 	zin      []byte
 	db       dataBatch // the batch being delivered (msgdata.go)
+	rw       rawWriter // writes the connections' output (conn.writev)
 }
 
 // maxRun bounds a run of publishes, and so how long one loop holds a
@@ -168,9 +169,7 @@ func (l *loop) end() {
 func (l *loop) flush() {
 	for _, c := range l.dirty {
 		c.dirty = false
-		c.flush()
-		if !c.closed {
-			o := c.gc.OutboundBuffered()
+		if o := c.flush(); !c.closed {
 			l.outSum += int64(o - c.outSeen)
 			c.outSeen = o
 		}

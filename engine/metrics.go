@@ -28,7 +28,10 @@ type loopStats struct {
 	payloadIn uint64 // payload bytes of those publishes
 	msgsOut   uint64 // messages sent in DATA frames (once per subscriber)
 	bytesOut  uint64 // bytes handed to the sockets
-	errs      [32]uint64
+	// writesBuffered counts writes (conn.writev) that the socket did not
+	// take whole: the rest waited in gnet's outbound buffer.
+	writesBuffered uint64
+	errs           [32]uint64
 	// frameTimeouts counts connections closed by Options.FrameTimeout.
 	frameTimeouts uint64
 	gaps          [4]uint64 // by wire.GapReason
@@ -80,19 +83,23 @@ type Metrics struct {
 	// (Reject... constants).
 	Rejected map[string]int64
 
-	MessagesIn   int64 // publishes stored
-	PayloadIn    int64 // their payload bytes
-	BytesIn      int64 // frame bytes read from clients
-	MessagesOut  int64 // messages delivered (once per subscriber)
-	BytesOut     int64 // bytes written to clients
-	Errors       map[string]int64
-	Gaps         map[string]int64 // GAP frames by reason name
-	SlowLags     int64            // slow-consumer policy "lag" applied (left the live stream)
-	SlowSkips    int64            // slow-consumer policy "skip" applied
-	SlowCloses   int64            // connections closed as slow consumers
-	AuthReloads  int64
-	Unauthorized int64 // ERROR UNAUTHENTICATED sent
-	Forbidden    int64 // ERROR FORBIDDEN sent
+	MessagesIn  int64 // publishes stored
+	PayloadIn   int64 // their payload bytes
+	BytesIn     int64 // frame bytes read from clients
+	MessagesOut int64 // messages delivered (once per subscriber)
+	BytesOut    int64 // bytes written to clients
+	// WritesBuffered counts writes to connections that the socket did not
+	// take whole, so that the rest waited in the server's outbound buffer
+	// (a peer reading slower than the server writes).
+	WritesBuffered int64
+	Errors         map[string]int64
+	Gaps           map[string]int64 // GAP frames by reason name
+	SlowLags       int64            // slow-consumer policy "lag" applied (left the live stream)
+	SlowSkips      int64            // slow-consumer policy "skip" applied
+	SlowCloses     int64            // connections closed as slow consumers
+	AuthReloads    int64
+	Unauthorized   int64 // ERROR UNAUTHENTICATED sent
+	Forbidden      int64 // ERROR FORBIDDEN sent
 	// Violations counts limit violations by limit: handshake_timeout,
 	// idle_timeout, frame_timeout, publish_rate, max_conns, max_conns_per_addr.
 	Violations map[string]int64
@@ -176,6 +183,7 @@ collect:
 			st.payloadIn += g.st.payloadIn
 			st.msgsOut += g.st.msgsOut
 			st.bytesOut += g.st.bytesOut
+			st.writesBuffered += g.st.writesBuffered
 			st.frameTimeouts += g.st.frameTimeouts
 			for i := range st.errs {
 				st.errs[i] += g.st.errs[i]
@@ -194,7 +202,7 @@ collect:
 		Subscriptions: sum.subs,
 		Accepted:      s.accepted.Load(), Rejected: make(map[string]int64),
 		MessagesIn: int64(sum.st.msgsIn), PayloadIn: int64(sum.st.payloadIn), BytesIn: int64(sum.st.bytesIn),
-		MessagesOut: int64(sum.st.msgsOut), BytesOut: int64(sum.st.bytesOut),
+		MessagesOut: int64(sum.st.msgsOut), BytesOut: int64(sum.st.bytesOut), WritesBuffered: int64(sum.st.writesBuffered),
 		Errors: make(map[string]int64), Gaps: make(map[string]int64),
 		SlowLags: s.slowLags.Load(), SlowSkips: s.slowSkips.Load(), SlowCloses: int64(sum.st.errs[wire.CodeSlowConsumer]),
 		AuthReloads:  s.reloads.Load(),
@@ -312,6 +320,7 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_received_bytes_total", "counter", "Frame bytes read from clients.", float64(m.BytesIn))
 	p.one("sluice_messages_out_total", "counter", "Messages delivered to subscribers (once per subscriber).", float64(m.MessagesOut))
 	p.one("sluice_sent_bytes_total", "counter", "Bytes written to clients.", float64(m.BytesOut))
+	p.one("sluice_writes_buffered_total", "counter", "Writes to connections that the socket did not take whole (the rest waited in the outbound buffer: a peer reading slower than the server writes).", float64(m.WritesBuffered))
 	p.byKey("sluice_errors_total", "counter", "ERROR frames sent, by code.", "code", m.Errors)
 	p.byKey("sluice_gaps_total", "counter", "GAP frames sent, by reason.", "reason", m.Gaps)
 	p.family("sluice_slow_consumer_actions_total", "counter", "Slow-consumer policy actions: lag (read on from history), skip (GAP slow) or disconnect.")

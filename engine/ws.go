@@ -417,7 +417,7 @@ func (a *wsAcceptor) accept() {
 }
 
 // wsFlush is flush for a WebSocket connection: the output wrapped into
-// messages, in writes of at most maxIov vectors.
+// messages, written with conn.writev.
 func (c *conn) wsFlush() {
 	if c.closed || (len(c.iov) == 0 && !c.ws.pendingRaw()) {
 		return
@@ -427,11 +427,7 @@ func (c *conn) wsFlush() {
 	for _, v := range vecs {
 		n += len(v)
 	}
-	for len(vecs) > 0 && !c.closed {
-		k := min(len(vecs), maxIov)
-		_, _ = c.gc.Writev(vecs[:k]) // on error gnet closes the conn (OnClose)
-		vecs = vecs[k:]
-	}
+	c.writev(vecs)
 	c.l.stats.bytesOut += uint64(n)
 	c.ws.written()
 }
