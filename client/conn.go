@@ -185,7 +185,7 @@ func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *frameReader, error) {
 		return wire.Welcome{}, nil, err
 	}
 	fr := newFrameReader(nc, min(handshakeMaxBody, c.opts.maxBody))
-	rd := fr.rd
+	rd := &fr.rd
 	h, body, err := rd.Next()
 	if err != nil {
 		if errors.Is(err, wire.ErrMalformed) {

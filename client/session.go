@@ -24,11 +24,23 @@ const noAckQueueLimit = 1 << 20
 // reader (readLoop) and the writer (writeLoop, which also sends PINGs).
 // A session never comes back to life: after fail it is replaced.
 type session struct {
+	// What the reader reads for every DATA frame comes first (one cache
+	// line; with thousands of connections each frame finds it cold).
+	fr *frameReader // owned by the reader goroutine
+	// subsGen counts changes of subs (written under mu). The reader's
+	// lookup cache holds the subscription sub found last, its id and
+	// subsGen then, and is valid while subsGen is unchanged: a Conn of
+	// one subscription, the usual case with many connections, routes DATA
+	// without the lock or the map.
+	subsGen   atomic.Uint64
+	lastGen   uint64
+	lastSub   *Subscription
+	lastSubID uint32
+
 	c       *Conn
 	nc      net.Conn
 	addr    string
 	welcome wire.Welcome
-	fr      *frameReader // owned by the reader goroutine
 	started time.Time
 
 	mu      sync.Mutex
@@ -53,16 +65,6 @@ type session struct {
 	// Reader-owned scratch, reused for every PUBACK.
 	acks  []wire.Ack
 	compl []completion
-	// subsGen counts changes of subs (written under mu). The reader's
-	// lookup cache, next to it (one cache line: with thousands of
-	// connections each DATA finds the session cold), holds the
-	// subscription sub found last, its id and subsGen then, and is valid
-	// while subsGen is unchanged: a Conn of one subscription, the usual
-	// case with many connections, routes DATA without the lock or the map.
-	subsGen   atomic.Uint64
-	lastGen   uint64
-	lastSub   *Subscription
-	lastSubID uint32
 
 	// tcpInfoReads counts ackedBytes calls (writer-owned; tests).
 	tcpInfoReads int
