@@ -105,8 +105,8 @@ func TestNodeDown_RecoversReplicatedStreamlets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newHosts(clock, "a", "b", "c")
 			m := replicaManager(t, c, 2, clock)
-			m.cfg.Node = "m" // the manager on a node of its own
-			g, _ := fiveWrittenThreeAcked(t, c, m)
+			m.cfg.Node = "m"                   // the manager on a node of its own
+			g := replicatedWith(t, m, c, 5, 3) // three acknowledged
 			c.dead[tc.kill] = true
 			m.NodeDown(tc.kill)
 			info, _ := m.Info("ch", false)
@@ -184,7 +184,8 @@ func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
 			c := newHosts(clock, "a", "b", "c")
 			m1 := replicaManager(t, c, 2, clock)
 			m1.cfg.Node = "m1"
-			g, a := fiveWrittenThreeAcked(t, c, m1)
+			g := replicatedWith(t, m1, c, 5, 3)
+			a := c.hs["a"].Streamlet(g.Streamlet)
 			if closed {
 				if _, err := c.hs["a"].Seal(g.Streamlet, 0, ""); err != nil {
 					t.Fatal(err)
@@ -247,8 +248,8 @@ func TestRecovery_ClosedStreamletShorterThanListed(t *testing.T) {
 	c := newHosts(clock, "a", "b", "c")
 	m := replicaManager(t, c, 2, clock)
 	m.cfg.Node = "m"
-	g, _ := fiveWrittenThreeAcked(t, c, m) // two more written at a only
-	now = now.Add(5 * time.Second)         // past the lease: the next grant closes it at a's end
+	g := replicatedWith(t, m, c, 5, 3) // three acknowledged, two written at a only
+	now = now.Add(5 * time.Second)     // past the lease: the next grant closes it at a's end
 	g2, err := m.WriteGrant("ch", 0)
 	if err != nil || g2.First != g.First+5 {
 		t.Fatalf("next grant %+v %v, want one at +5", g2, err)
@@ -313,32 +314,6 @@ func TestWriteGrant_RetriedSetMakesAFollowerTheOrderer(t *testing.T) {
 	if want := []string{fmt.Sprintf("c:%d", g.Streamlet)}; !reflect.DeepEqual(ordered, want) {
 		t.Fatalf("onOrder calls %v, want %v", ordered, want)
 	}
-}
-
-// fiveWrittenThreeAcked has manager m grant the first streamlet of "ch"
-// on [a b] of c (a orders it) and writes five records at a, of which b
-// holds the first three, acknowledged: what a replica's death finds. It
-// returns the grant and a's replica.
-func fiveWrittenThreeAcked(t *testing.T, c hosts, m *Manager) (role.Grant, *host.Streamlet) {
-	t.Helper()
-	g, err := m.WriteGrant("ch", 0)
-	if err != nil || !reflect.DeepEqual(g.Set(), []string{"a", "b"}) {
-		t.Fatalf("grant %+v %v", g, err)
-	}
-	a, b := c.hs["a"].Streamlet(g.Streamlet), c.hs["b"].Streamlet(g.Streamlet)
-	for i := 0; i < 5; i++ {
-		if _, err := a.Append([]byte{byte(i)}, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := b.Replicate("a", g.Epoch, 0, 3, 0, false, func(i int) ([]byte, bool, int64) {
-		p, ext := a.Buf().GetHeldExt(i)
-		return p, ext, 1
-	}); err != nil {
-		t.Fatal(err)
-	}
-	a.Acked("b", 3)
-	return g, a
 }
 
 // noQuorum is a cluster whose node has no majority.
