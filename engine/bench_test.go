@@ -48,6 +48,43 @@ func benchSubscriber(b *testing.B, addr, ch string, want int, ready, done *sync.
 	}()
 }
 
+// publishNoAckBatched publishes b.N messages of payload to ch on pub
+// without acks, in frames written 64 at a time, then one acknowledged
+// publish, and returns when its ack arrived: the server handles a
+// connection's frames in order, so the ack means it has taken everything.
+// What else the server sends pub is read and dropped.
+func publishNoAckBatched(b *testing.B, pub *rawConn, ch string, payload []byte) {
+	_ = pub.nc.SetDeadline(time.Time{})
+	acked := make(chan struct{})
+	go func() {
+		for {
+			h, _, err := pub.r.Next()
+			if err != nil {
+				return
+			}
+			if h.Type == wire.TypePubAck {
+				close(acked)
+				return
+			}
+		}
+	}()
+	var buf []byte
+	for i := 0; i < b.N; {
+		buf = buf[:0]
+		for k := 0; k < 64 && i < b.N; k++ {
+			buf = wire.AppendPublish(buf, 0, 0, ch, payload)
+			i++
+		}
+		if _, err := pub.nc.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := pub.nc.Write(wire.AppendPublish(nil, 1, wire.FlagAck, ch, payload)); err != nil {
+		b.Fatal(err)
+	}
+	<-acked
+}
+
 // BenchmarkFanout measures publish-to-delivery throughput through a real
 // server on loopback: one publisher (no acks, frames written in batches of
 // 64) and subs subscribers on separate connections.
@@ -66,41 +103,10 @@ func BenchmarkFanout(b *testing.B) {
 				}
 				ready.Wait()
 				pub, _ := helloRaw(b, s.Addr())
-				_ = pub.nc.SetDeadline(time.Time{})
-				acked := make(chan struct{})
-				go func() { // drain what the server sends the publisher
-					for {
-						h, _, err := pub.r.Next()
-						if err != nil {
-							return
-						}
-						if h.Type == wire.TypePubAck {
-							close(acked)
-							return
-						}
-					}
-				}()
-				payload := make([]byte, size)
-				var buf []byte
 				b.ReportAllocs()
 				b.SetBytes(int64(size))
 				b.ResetTimer()
-				for i := 0; i < b.N; {
-					buf = buf[:0]
-					for k := 0; k < 64 && i < b.N; k++ {
-						buf = wire.AppendPublish(buf, 0, 0, ch, payload)
-						i++
-					}
-					if _, err := pub.nc.Write(buf); err != nil {
-						b.Fatal(err)
-					}
-				}
-				// The server handles a connection's frames in order: the ack
-				// of a final acked publish means it has taken everything.
-				if _, err := pub.nc.Write(wire.AppendPublish(nil, 1, wire.FlagAck, ch, payload)); err != nil {
-					b.Fatal(err)
-				}
-				<-acked
+				publishNoAckBatched(b, pub, ch, make([]byte, size))
 				done.Wait()
 				b.StopTimer()
 				if subs > 0 {
@@ -125,49 +131,14 @@ func BenchmarkPublishBesideStalledSubscriber(b *testing.B) {
 			s := startTest(b, nil)
 			ch := "bench.stalled"
 			for range stalled {
-				c, err := dialErr(b, s.Addr(), 4096)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := c.handshakeErr(); err != nil {
-					b.Fatal(err)
-				}
+				c := helloSmallBuffer(b, s.Addr())
 				c.subscribe(1, ch, wire.StartLive, 0) // and never read again
 			}
 			pub, _ := helloRaw(b, s.Addr())
-			_ = pub.nc.SetDeadline(time.Time{})
-			acked := make(chan struct{})
-			go func() {
-				for {
-					h, _, err := pub.r.Next()
-					if err != nil {
-						return
-					}
-					if h.Type == wire.TypePubAck {
-						close(acked)
-						return
-					}
-				}
-			}()
-			payload := make([]byte, 1024)
-			var buf []byte
 			b.ReportAllocs()
-			b.SetBytes(int64(len(payload)))
+			b.SetBytes(1024)
 			b.ResetTimer()
-			for i := 0; i < b.N; {
-				buf = buf[:0]
-				for k := 0; k < 64 && i < b.N; k++ {
-					buf = wire.AppendPublish(buf, 0, 0, ch, payload)
-					i++
-				}
-				if _, err := pub.nc.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if _, err := pub.nc.Write(wire.AppendPublish(nil, 1, wire.FlagAck, ch, payload)); err != nil {
-				b.Fatal(err)
-			}
-			<-acked
+			publishNoAckBatched(b, pub, ch, make([]byte, 1024))
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "published/s")
 			b.ReportMetric(float64(s.slowLags.Load()), "lags")

@@ -176,13 +176,7 @@ func slowSetup(t *testing.T, policy SlowPolicy) (s *Server, pub, slow *rawConn, 
 		o.OutboundLimit = 64 << 10
 		o.SlowPolicy = policy
 	})
-	slow, err := dialErr(t, s.Addr(), 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := slow.handshakeErr(); err != nil {
-		t.Fatal(err)
-	}
+	slow = helloSmallBuffer(t, s.Addr())
 	from = slow.subscribe(1, "slow", wire.StartLive, 0).First
 	fc, _ := helloRaw(t, s.Addr())
 	fc.subscribe(1, "slow", wire.StartLive, 0)

@@ -78,13 +78,7 @@ func TestReplayPausesForSlowReaderWithoutGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := dialErr(t, s.Addr(), 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.handshakeErr(); err != nil {
-		t.Fatal(err)
-	}
+	c := helloSmallBuffer(t, s.Addr())
 	c.subscribe(1, ch, wire.StartEarliest, 0)
 	evs, err := c.eventsUntil(1, pos[n-1])
 	if err != nil {
@@ -145,13 +139,7 @@ func TestBehaviour7_ReplayIntoExpiredRangeGetsGap(t *testing.T) {
 	}
 	keep, _ := helloRaw(t, s.Addr())
 	keep.subscribe(1, ch, wire.StartLive, 0) // keeps the channel
-	c, err := dialErr(t, s.Addr(), 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.handshakeErr(); err != nil {
-		t.Fatal(err)
-	}
+	c := helloSmallBuffer(t, s.Addr())
 	sb := c.subscribe(1, ch, wire.StartEarliest, 0)
 	waitExpired(t, s, ch, pos[n-1]+1)
 	p := pub.publish(ch, []byte("live"))

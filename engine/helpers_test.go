@@ -117,6 +117,20 @@ func helloRaw(t testing.TB, addr string) (*rawConn, wire.Welcome) {
 	return c, w
 }
 
+// helloSmallBuffer is helloRaw with a 4 KiB socket receive buffer: a
+// reader that the server outruns as soon as it stops reading.
+func helloSmallBuffer(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	c, err := dialErr(t, addr, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.handshakeErr(); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	return c
+}
+
 func (c *rawConn) writeErr(b []byte) error {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(waitFor))
 	_, err := c.nc.Write(b)

@@ -103,13 +103,7 @@ func TestSlowConsumer_LagLosesExactlyWhatExpired(t *testing.T) {
 		o.OutboundLimit = 64 << 10
 	})
 	const ch = "lag.expired"
-	slow, err := dialErr(t, s.Addr(), 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := slow.handshakeErr(); err != nil {
-		t.Fatal(err)
-	}
+	slow := helloSmallBuffer(t, s.Addr())
 	from := slow.subscribe(1, ch, wire.StartLive, 0).First
 	pub, _ := helloRaw(t, s.Addr())
 	var pos []uint64
@@ -176,13 +170,7 @@ func TestSlowConsumer_LagLosesExactlyWhatExpired(t *testing.T) {
 func TestSlowConsumer_LagWaitsWithoutWakeups(t *testing.T) {
 	s := startTest(t, func(o *Options) { o.OutboundLimit = 64 << 10 })
 	const ch = "lag.idle"
-	slow, err := dialErr(t, s.Addr(), 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := slow.handshakeErr(); err != nil {
-		t.Fatal(err)
-	}
+	slow := helloSmallBuffer(t, s.Addr())
 	from := slow.subscribe(1, ch, wire.StartLive, 0).First
 	pub, _ := helloRaw(t, s.Addr())
 	// Publish until it lags and waits for its socket (onLoops runs after

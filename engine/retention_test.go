@@ -338,13 +338,7 @@ func TestRetentionBudgetCoversOutbound(t *testing.T) {
 		o.OutboundLimit = 64 << 20
 		o.LimitMsgs = 100
 	})
-	sub, err := dialErr(t, s.Addr(), 4096) // a small receive buffer; never read
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sub.handshakeErr(); err != nil {
-		t.Fatal(err)
-	}
+	sub := helloSmallBuffer(t, s.Addr()) // a small receive buffer; never read
 	sub.subscribe(1, "ob", wire.StartLive, 0)
 	pub, _ := helloRaw(t, s.Addr())
 	payload := make([]byte, 1024)
@@ -380,13 +374,7 @@ func TestOutboundPressureLowersTheLimit(t *testing.T) {
 		o.LimitMsgs = 1000
 	})
 	for i := range 6 {
-		sub, err := dialErr(t, s.Addr(), 4096) // a small receive buffer; never read
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sub.handshakeErr(); err != nil {
-			t.Fatal(err)
-		}
+		sub := helloSmallBuffer(t, s.Addr()) // a small receive buffer; never read
 		sub.subscribe(uint32(i+1), "press", wire.StartLive, 0)
 	}
 	pub, _ := helloRaw(t, s.Addr())
