@@ -463,13 +463,11 @@ func runThroughput(ctx context.Context, d Driver, c Config, r *Result) error {
 			pubErr = err
 		}
 	}
-	pubElapsed := time.Since(start)
+	r.Elapsed = time.Since(start)
 	for _, n := range sent {
 		r.Published += n
 	}
-	r.Elapsed = pubElapsed
-	r.PubRate = float64(r.Published) / pubElapsed.Seconds()
-	r.MBps = r.PubRate * float64(c.Size) / 1e6
+	r.setPubRate(c.Size)
 	if pubErr != nil {
 		return fmt.Errorf("publish: %w", pubErr)
 	}
@@ -595,12 +593,18 @@ func runAckSync(ctx context.Context, d Driver, c Config, r *Result) error {
 	meter.stop(r, r.Published)
 	s := h.Summary()
 	r.Latency = &s
-	r.PubRate = float64(r.Published) / r.Elapsed.Seconds()
-	r.MBps = r.PubRate * float64(c.Size) / 1e6
+	r.setPubRate(c.Size)
 	if first != nil {
 		return fmt.Errorf("acked publish: %w", first)
 	}
 	return nil
+}
+
+// setPubRate sets the publish rates from Published and Elapsed, for
+// payloads of size bytes.
+func (r *Result) setPubRate(size int) {
+	r.PubRate = float64(r.Published) / r.Elapsed.Seconds()
+	r.MBps = r.PubRate * float64(size) / 1e6
 }
 
 // runAckAsync: c.Pubs publishers each publish c.Count messages with at most
@@ -674,8 +678,7 @@ func runAckAsync(ctx context.Context, d Driver, c Config, r *Result) error {
 	r.Elapsed = time.Since(start)
 	r.Published = acked.Load()
 	meter.stop(r, r.Published)
-	r.PubRate = float64(r.Published) / r.Elapsed.Seconds()
-	r.MBps = r.PubRate * float64(c.Size) / 1e6
+	r.setPubRate(c.Size)
 	errMu.Lock()
 	defer errMu.Unlock()
 	if pubErr == nil {
@@ -744,8 +747,7 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 	}
 	r.Elapsed = time.Since(start)
 	r.Published = int64(n)
-	r.PubRate = float64(n) / r.Elapsed.Seconds()
-	r.MBps = r.PubRate * float64(c.Size) / 1e6
+	r.setPubRate(c.Size)
 	r.MaxSendLag = lag
 	if perr != nil {
 		return fmt.Errorf("publish: %w", perr)
