@@ -36,6 +36,14 @@ type CompareConfig struct {
 	// benchmark-only switch benchhook.SetPlainNodeLinks), measured in the
 	// same run, interleaved, to give the cost of sealing node links.
 	PlainLinks bool
+	// Stall is how long a run's wait for deliveries may see none arrive
+	// before the run ends incomplete [bench.Config's default, 3 s]; the
+	// nodes retain messages for Stall + 15 s, at least 15 s.
+	Stall time.Duration
+	// RPCTimeout is the clusters' node-to-node request timeout
+	// [cluster.Options' default, 2 s]; a link that brings nothing back
+	// for two of them is closed.
+	RPCTimeout time.Duration
 }
 
 func (c *CompareConfig) defaults() {
@@ -112,7 +120,12 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 	cfg.defaults()
 	mutate := func(o *engine.Options) {
 		o.Loops = cfg.Loops
-		o.TTL = 15 * time.Second // bounds retained memory; long enough for Place after a run
+		// TTL bounds retained memory; it is long enough for Place after
+		// a run, and for a reader that stood still for up to Stall.
+		o.TTL = max(15*time.Second, cfg.Stall+15*time.Second)
+		if o.Cluster != nil && cfg.RPCTimeout > 0 {
+			o.Cluster.RPCTimeout = cfg.RPCTimeout
+		}
 	}
 	single, err := StartNodes(ctx, 1, false, "solo-", mutate)
 	if err != nil {
@@ -155,7 +168,7 @@ func Compare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) {
 		clusters[SetupCrossPlain] = plain
 		rep.Setups = append(rep.Setups, SetupCrossPlain)
 	}
-	base := bench.Config{Size: cfg.Size, Count: cfg.Count, Duration: time.Minute, Server: &bench.ProcStat{}}
+	base := bench.Config{Size: cfg.Size, Count: cfg.Count, Duration: time.Minute, Stall: cfg.Stall, Server: &bench.ProcStat{}}
 	profiled := cfg.Profile == nil
 	for r := 0; r < cfg.Runs; r++ {
 		for _, sc := range []string{"pubsub", "latency"} {
