@@ -1226,6 +1226,12 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 		held, heldHost := c.claimHere(ch, id, host, over)
 		e.U64(held)
 		e.Str8(heldHost)
+	case wire.OpManager:
+		ch := d.Str8()
+		if err := d.Done(); err != nil {
+			return wire.NodeBadOp, nil, err.Error()
+		}
+		e.Str8(c.managerHere(ch))
 	case wire.OpNotify:
 		ch := d.Str8()
 		if err := d.Done(); err != nil {
@@ -1428,6 +1434,7 @@ func (h managerHooks) Go(f func()) bool                 { return h.c.Go(f) }
 func (h managerHooks) Claim(ch string, id uint64, host string, over uint64) (bool, uint64, string) {
 	return h.c.claim(ch, id, host, over)
 }
+func (h managerHooks) Confirm(ch string) (bool, string) { return h.c.confirm(ch) }
 func (h managerHooks) Copy(to, ch string, epoch uint64, ref role.StreamletRef) error {
 	return h.c.copyTo(to, ch, epoch, ref)
 }

@@ -81,7 +81,8 @@ const (
 	// -> u8 flags, u32 len, u16 n, n x str8 replicas
 	OpUnreachable NodeOp = 17
 	OpClaim       NodeOp = 18 // host: str8 channel, u64 id, str8 host, u64 over -> u64 held, str8 held host
-	opMax                = OpClaim
+	OpManager     NodeOp = 19 // any: str8 channel -> str8 the channel's manager in the answering node's view
+	opMax                = OpManager
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's
