@@ -365,3 +365,4 @@ func TestTick_FailedCopyIsRetried(t *testing.T) {
 func (c drainNodes) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
 	return claimAt(c.hosts, nil, ch, id, node, over)
 }
+func (drainNodes) Confirm(string) (bool, string) { return true, "" }

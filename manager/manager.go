@@ -98,6 +98,9 @@ type Manager struct {
 	degraded, degradedLog atomic.Int64
 	// recoveries counts recovered replicated streamlets (recovery.go).
 	recoveries atomic.Int64
+	// confirms and refused count the confirmations of this node's role
+	// as a channel's manager and the refusals among them (confirm.go).
+	confirms, refused atomic.Int64
 
 	// copies: the streamlet copies in flight (copy.go), by id, guarded by
 	// cmu (taken alone); the counters are for metrics and status.
@@ -189,6 +192,11 @@ type Cluster interface {
 	// a node holds instead (0 when none refused, only too few answered).
 	// It waits for the network.
 	Claim(channel string, id uint64, host string, over uint64) (won bool, held uint64, heldHost string)
+	// Confirm asks every live node which node manages channel in its own
+	// view and reports whether a strict majority of the cluster's known
+	// nodes named this one; if not, other is the node most of them named
+	// ("" if none). It waits for the network (confirm.go).
+	Confirm(channel string) (ok bool, other string)
 }
 
 // ErrNoQuorum: this node sees no majority of its cluster, so it grants
@@ -568,6 +576,11 @@ func (m *Manager) openGrant(mc *mchan, channel string, after uint64, op *opening
 		mc.unmanaged = true // stale again: the next call rebuilds
 		g, err = role.Grant{}, fmt.Errorf("%w: %q: %v", role.ErrChannelMoved, channel, err)
 	}
+	if errors.Is(err, ErrNotManager) {
+		// The majority names another manager: this state is nobody's
+		// list. Forgotten; a later call rebuilds it from the hosts.
+		mc.unmanaged = true
+	}
 	for _, node := range op.down {
 		mc.st.hostDown(node, m.now().UnixNano())
 	}
@@ -624,9 +637,27 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 		mc.lock()
 	}
 	now := m.now().UnixNano()
+	if ref, ok := mc.st.open(); ok && ref.ID != after && now < ref.LeaseEnd && !mc.st.recover[ref.ID] {
+		// After a rebuild: the other manager's open streamlet (its host
+		// orders the writes: granting it opens nothing).
+		g := mc.st.grantFor(channel, ref)
+		mc.mu.Unlock()
+		return g, nil
+	}
+	if m.cl != nil {
+		// Everything below seals, bars or opens streamlets: only a
+		// manager a majority of the nodes names may (confirm.go). One
+		// round to every node per streamlet opened.
+		mc.mu.Unlock()
+		if err := m.confirm(channel); err != nil {
+			return role.Grant{}, err
+		}
+		mc.lock()
+		now = m.now().UnixNano()
+	}
 	if ref, ok := mc.st.open(); ok {
 		if ref.ID != after && now < ref.LeaseEnd && !mc.st.recover[ref.ID] {
-			// After a rebuild: the other manager's open streamlet.
+			// Opened meanwhile by a rebuild's find (as above).
 			g := mc.st.grantFor(channel, ref)
 			mc.mu.Unlock()
 			return g, nil

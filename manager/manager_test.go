@@ -50,6 +50,9 @@ func (noCopies) Go(f func()) bool { f(); return true }
 // manager under test opens any).
 func (noCopies) Claim(string, uint64, string, uint64) (bool, uint64, string) { return true, 0, "" }
 
+// Confirm: a test cluster whose nodes all name the manager under test.
+func (noCopies) Confirm(string) (bool, string) { return true, "" }
+
 // testConfig is a manager's configuration over host h with fixed limits
 // and clock.
 func testConfig(h *host.Host, clock func() time.Time) Config {

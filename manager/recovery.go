@@ -309,13 +309,14 @@ func (m *Manager) recoverAll(todo map[string][]string) {
 // orderer, or recovered). It holds the channel's opening as a grant does
 // (it waits for an opening in progress, which may have put a streamlet on
 // one of the nodes), so no grant seals or opens meanwhile; no lock is held
-// across a host call. A grant that waited asks again.
-func (m *Manager) recoverChannel(channel string, nodes []string, ids []uint64, closeID uint64) {
+// across a host call. A grant that waited asks again. It returns
+// ErrNotManager when this node's role was not confirmed (nothing fenced).
+func (m *Manager) recoverChannel(channel string, nodes []string, ids []uint64, closeID uint64) error {
 	var mc *mchan
 	var op *opening
 	for {
 		if mc = m.lockExisting(channel); mc == nil {
-			return
+			return nil
 		}
 		if o := mc.opening; o != nil {
 			mc.mu.Unlock()
@@ -332,8 +333,21 @@ func (m *Manager) recoverChannel(channel string, nodes []string, ids []uint64, c
 	for _, id := range ids {
 		mc.st.markRecover(id)
 	}
+	var refused error
+	if m.cl != nil {
+		// A recovery fences and seals replicas: only a manager a majority
+		// of the nodes names may (confirm.go). Refused, nothing is fenced
+		// and the state is forgotten (a later call rebuilds it, and the
+		// manager the majority names recovers the streamlets).
+		mc.mu.Unlock()
+		refused = m.confirm(channel)
+		mc.lock()
+		if refused != nil {
+			mc.unmanaged = true
+		}
+	}
 	now := m.now().UnixNano()
-	if ref, ok := mc.st.open(); ok && closeID != 0 && ref.ID == closeID && now >= ref.LeaseEnd && !mc.st.recover[ref.ID] {
+	if ref, ok := mc.st.open(); ok && !mc.unmanaged && closeID != 0 && ref.ID == closeID && now >= ref.LeaseEnd && !mc.st.recover[ref.ID] {
 		if err := m.closeRef(mc, ref, now); errors.Is(err, role.ErrSuccessorTaken) {
 			mc.unmanaged = true
 		}
@@ -372,6 +386,7 @@ func (m *Manager) recoverChannel(channel string, nodes []string, ids []uint64, c
 	if readers != nil {
 		m.cl.Notify(channel, readers)
 	}
+	return refused
 }
 
 // Recoveries reports how many replicated streamlets were recovered.

@@ -183,7 +183,9 @@ func (m *Manager) Unreachable(channel string, id uint64, orderer, follower strin
 			m.cfg.Log.Warn("sluice cluster: a replica's orderer cannot reach a follower; recovering the streamlet without the link",
 				"channel", channel, "streamlet", id, "orderer", orderer, "follower", follower, "first", ref.First)
 		}
-		m.recoverChannel(channel, nil, []uint64{id}, 0)
+		if err := m.recoverChannel(channel, nil, []uint64{id}, 0); err != nil {
+			return Recovered{}, err
+		}
 		if mc = m.lockLive(channel, false); mc == nil {
 			return Recovered{}, fmt.Errorf("%w: %q while recovering streamlet %d", role.ErrChannelMoved, channel, id)
 		}
