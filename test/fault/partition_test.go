@@ -37,6 +37,23 @@ func partitionCases() []faultCase {
 		// N = 3 on three nodes: every streamlet is on b and c; while the
 		// cut holds, a streamlet ordered by one of them gets only a as
 		// its other replica (degraded, counted and logged).
+		// a, the manager of every channel, and b cut off from each other
+		// alone: each sees the other down while both keep a majority with
+		// c, which sees both alive. In b's view the channels have another
+		// manager (b or c), to which b's gateway sends its grants; only a
+		// is the manager of the full view (c's), and only a may continue
+		// them: nothing acknowledged may be lost, no position acknowledged
+		// twice.
+		{name: "partition-manager", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
+			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: func(tp *topo) {
+				a, b := tp.nodes[0], tp.nodes[1]
+				undoA := tp.dropToPeers(a, b)
+				undoB := tp.dropToPeers(b, a)
+				defer undoB()
+				defer undoA()
+				time.Sleep(bound + 4*time.Second) // the fault's length
+			}},
 		{name: "one-way-replica-r3", flags: []string{"--replicas", "3"}, noLoss: true, outcomeBound: true, needsNft: true,
 			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
 			fault: func(tp *topo) {
