@@ -109,3 +109,8 @@ func (c *Cluster) confirm(channel string) (bool, string) {
 	wg.Wait()
 	return confirmed(c.self, names, known)
 }
+
+// Confirm is the confirmation a manager asks before it opens or fences a
+// streamlet of channel (confirm; manager.Cluster.Confirm). Safe for
+// concurrent use; it waits for the network.
+func (c *Cluster) Confirm(channel string) (bool, string) { return c.confirm(channel) }
