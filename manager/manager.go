@@ -626,6 +626,14 @@ func (m *Manager) rebuildInPlace(mc *mchan, channel, why string) {
 // fails with an error matching role.ErrSuccessorTaken when the channel's
 // last streamlet names a successor this manager did not claim.
 func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant, error) {
+	if m.cl != nil {
+		// What follows may seal, bar or open streamlets: only a manager a
+		// majority of the nodes names may (confirm.go). One round to
+		// every node per streamlet opened.
+		if err := m.confirm(channel); err != nil {
+			return role.Grant{}, err
+		}
+	}
 	mc.lock()
 	if mc.st.partial {
 		// Built while this node saw no majority (lookups may do that): the
@@ -637,27 +645,9 @@ func (m *Manager) openNext(mc *mchan, channel string, after uint64) (role.Grant,
 		mc.lock()
 	}
 	now := m.now().UnixNano()
-	if ref, ok := mc.st.open(); ok && ref.ID != after && now < ref.LeaseEnd && !mc.st.recover[ref.ID] {
-		// After a rebuild: the other manager's open streamlet (its host
-		// orders the writes: granting it opens nothing).
-		g := mc.st.grantFor(channel, ref)
-		mc.mu.Unlock()
-		return g, nil
-	}
-	if m.cl != nil {
-		// Everything below seals, bars or opens streamlets: only a
-		// manager a majority of the nodes names may (confirm.go). One
-		// round to every node per streamlet opened.
-		mc.mu.Unlock()
-		if err := m.confirm(channel); err != nil {
-			return role.Grant{}, err
-		}
-		mc.lock()
-		now = m.now().UnixNano()
-	}
 	if ref, ok := mc.st.open(); ok {
 		if ref.ID != after && now < ref.LeaseEnd && !mc.st.recover[ref.ID] {
-			// Opened meanwhile by a rebuild's find (as above).
+			// After a rebuild: the other manager's open streamlet.
 			g := mc.st.grantFor(channel, ref)
 			mc.mu.Unlock()
 			return g, nil
