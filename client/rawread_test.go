@@ -31,6 +31,8 @@ type frameRig struct {
 	parks  chan int64    // bytes read so far, each time the reader parks
 	ended  chan error    // run's result
 	block  chan struct{} // if set, handle waits for it to close (or done)
+	over   chan struct{} // closed when result is set (endedC)
+	result error
 }
 
 type recvFrame struct {
@@ -101,37 +103,56 @@ func (r *frameRig) waitPark(total int64) {
 			if n == total {
 				return
 			}
-		case err := <-r.ended:
-			r.t.Fatalf("reader ended waiting for park at %d bytes: %v", total, err)
+		case <-r.endedC():
+			r.t.Fatalf("reader ended waiting for park at %d bytes: %v", total, r.result)
 		case <-timeout:
 			r.t.Fatalf("reader did not park after %d bytes", total)
 		}
 	}
 }
 
-// expect waits for the frames of want, in order.
+// expect waits for the frames of want, in order (frames handled before
+// the reader ended count: the end is kept for end).
 func (r *frameRig) expect(want []recvFrame) {
 	r.t.Helper()
 	timeout := time.After(10 * time.Second)
 	for i, w := range want {
+		var f recvFrame
 		select {
-		case f := <-r.frames:
-			if f.h != w.h || !bytes.Equal(f.body, w.body) {
-				r.t.Fatalf("frame %d: got %v %d bytes, want %v %d bytes", i, f.h, len(f.body), w.h, len(w.body))
+		case f = <-r.frames:
+		case <-r.endedC():
+			select {
+			case f = <-r.frames:
+			default:
+				r.t.Fatalf("reader ended before frame %d of %d: %v", i, len(want), r.result)
 			}
-		case err := <-r.ended:
-			r.t.Fatalf("reader ended before frame %d of %d: %v", i, len(want), err)
 		case <-timeout:
 			r.t.Fatalf("frame %d of %d not read in 10 s (lost wake-up?)", i, len(want))
 		}
+		if f.h != w.h || !bytes.Equal(f.body, w.body) {
+			r.t.Fatalf("frame %d: got %v %d bytes, want %v %d bytes", i, f.h, len(f.body), w.h, len(w.body))
+		}
 	}
+}
+
+// endedC returns a channel ready once the reader has ended (r.result
+// then holds run's result).
+func (r *frameRig) endedC() <-chan struct{} {
+	if r.over == nil {
+		r.over = make(chan struct{})
+		go func() {
+			r.result = <-r.ended
+			close(r.over)
+		}()
+	}
+	return r.over
 }
 
 func (r *frameRig) end() error {
 	r.t.Helper()
 	select {
-	case err := <-r.ended:
-		return err
+	case <-r.endedC():
+		return r.result
 	case <-time.After(10 * time.Second):
 		r.t.Fatal("reader did not return")
 		return nil
@@ -186,9 +207,10 @@ func TestRawRead_SplitAtEveryBoundary(t *testing.T) {
 }
 
 // TestRawRead_OneReadPerArrival: frames that arrive one at a time, each
-// after the reader parked, cost one read(2) each: none returns EAGAIN,
-// because the reader parks after a read that drained the socket (with
-// net.Conn.Read every frame costs a second read that returns EAGAIN).
+// after the reader parked, cost one read each: none returns EAGAIN,
+// because the reader parks after a read that TCP_CM_INQ says drained the
+// socket (with net.Conn.Read every frame costs a second read that returns
+// EAGAIN).
 func TestRawRead_OneReadPerArrival(t *testing.T) {
 	const n = 200
 	stream, want := testStream(100)
@@ -202,6 +224,9 @@ func TestRawRead_OneReadPerArrival(t *testing.T) {
 	r.peer.Close()
 	_ = r.end()
 	raw := r.fr.src.raw
+	if !raw.inq {
+		t.Fatal("TCP_INQ refused: a kernel before Linux 4.18 reads until EAGAIN")
+	}
 	// The EOF costs a read; a readiness the runtime reports for bytes
 	// already read costs one that returns EAGAIN (rare here: nothing
 	// arrives while the reader runs).
@@ -311,11 +336,35 @@ func TestRawRead_RandomPiecesNoLostWakeup(t *testing.T) {
 	}
 }
 
+// TestRawRead_WithoutTCPINQ: on a kernel without TCP_INQ the raw path
+// reads until EAGAIN (two reads per arrival) and loses nothing either.
+func TestRawRead_WithoutTCPINQ(t *testing.T) {
+	const n = 50
+	stream, want := testStream(0, 100)
+	r := newFrameRig(t, false)
+	r.fr.noInq = true
+	r.start()
+	for i := range n {
+		r.write(stream)
+		r.waitPark(int64((i + 1) * len(stream)))
+		r.expect(want)
+	}
+	r.write(stream)
+	r.peer.Close()
+	r.expect(want)
+	if err := r.end(); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("after the last frame and FIN: %v, want ErrDisconnected", err)
+	}
+	if raw := r.fr.src.raw; raw.inq || raw.wouldBlock < n {
+		t.Fatalf("inq %v, %d of %d reads returned EAGAIN; want reads until EAGAIN (>= %d)", raw.inq, raw.wouldBlock, raw.reads, n)
+	}
+}
+
 // BenchmarkRawRead_OneFrameAtATime: a 128-byte DATA-sized frame written
 // only after the reader handled the previous one, as each of 10,000
 // subscriber connections receives its channel's messages: raw path
 // against the plain path (net.Conn.Read) in the same run. reads/frame is
-// read(2) calls per frame on the raw path (the plain path's is 2: one
+// reads per frame on the raw path (the plain path's is 2: one
 // returns the frame, one EAGAIN before it parks); cpu-ns/frame is the
 // process's CPU time (user+system, both ends) per frame, steadier than
 // ns/op on a loaded machine, where a ping-pong's wall time is mostly
@@ -380,4 +429,25 @@ func processCPU(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// TestRawRead_DataThenFINTogether: a peer that writes its last frame and
+// closes at once puts both in the socket before the reader runs; the read
+// that returns the frame also consumes the FIN (a short read), and no
+// later readiness will come. The reader must still see the end.
+func TestRawRead_DataThenFINTogether(t *testing.T) {
+	for i := range 50 {
+		r := newFrameRig(t, false)
+		r.start()
+		stream, want := testStream(10)
+		r.write(stream)
+		r.waitPark(int64(len(stream)))
+		r.expect(want)
+		r.write(stream)
+		r.peer.Close()
+		r.expect(want)
+		if err := r.end(); !errors.Is(err, ErrDisconnected) {
+			t.Fatalf("round %d: after the last frame and FIN: %v, want ErrDisconnected", i, err)
+		}
+	}
 }

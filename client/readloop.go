@@ -13,7 +13,7 @@ import (
 // connSource is the byte source of a session's wire.Reader: the socket nc,
 // read with nc.Read during the handshake and on the plain path (TLS, a
 // WithDialer connection that is no *net.TCPConn, other platforms), and
-// with read(2) on the socket's descriptor while the raw path runs
+// with recvmsg(2) on the socket's descriptor while the raw path runs
 // (rawread_linux.go).
 type connSource struct {
 	raw rawState // inactive except inside the raw path's read callback
@@ -42,6 +42,9 @@ type frameReader struct {
 	// onPark, if set (tests), is called on the raw path each time the
 	// reader is about to wait for the socket, with the bytes read so far.
 	onPark func(read int64)
+	// noInq (tests) makes the raw path run as on a kernel without
+	// TCP_INQ: reading until EAGAIN.
+	noInq bool
 }
 
 func newFrameReader(nc net.Conn, maxBody uint32) *frameReader {
@@ -52,9 +55,9 @@ func newFrameReader(nc net.Conn, maxBody uint32) *frameReader {
 
 // run reads frames and hands each to handle, in order, until handle
 // returns an error (returned), reading fails (returned, wrapping
-// ErrProtocol for malformed input, ErrDisconnected otherwise) or done is
+// ErrProtocol for malformed input, ErrDisconnected otherwise) or stopped is
 // set (nil). On Linux a plain TCP connection is read by the raw path,
-// which costs one read(2) per arrival of data instead of two.
+// which costs one read per arrival of data instead of two.
 func (fr *frameReader) run(handle func(wire.Header, []byte) error) error {
 	if ok, err := fr.runRaw(handle); ok {
 		return err
