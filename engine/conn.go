@@ -59,6 +59,9 @@ type conn struct {
 	ownBegin int  // start in scratch of the last iov entry when lastOwn
 	lastOwn  bool // the last iov entry is the tail of scratch
 	pending  int  // bytes in iov not yet handed to gnet
+	// gbuf is gnet's outbound buffer of c as last seen (conn.gnetOut): an
+	// upper bound, exact when 0.
+	gbuf int
 
 	sec connSec // identity, permissions, rate limit, activity (auth.go)
 
@@ -80,7 +83,19 @@ type conn struct {
 }
 
 // outbound is the number of bytes waiting to be written to the peer.
-func (c *conn) outbound() int { return c.pending + c.gc.OutboundBuffered() }
+func (c *conn) outbound() int { return c.pending + c.gnetOut() }
+
+// gnetOut returns the bytes gnet buffers for c (gnet.Conn.OutboundBuffered).
+// Only conn.writev adds to gnet's buffer, and gnet only drains it, so while
+// the value last seen (gbuf) is 0 the buffer is empty for sure and gnet is
+// not asked: a connection whose socket takes every write costs no call per
+// delivery.
+func (c *conn) gnetOut() int {
+	if c.gbuf > 0 {
+		c.gbuf = c.gc.OutboundBuffered()
+	}
+	return c.gbuf
+}
 
 // over reports whether c has more output waiting than the outbound limit
 // that applies now (loop.outLimit): past it the slow-consumer policy
@@ -112,7 +127,7 @@ func (c *conn) writable() {
 	}
 	_ = c.gc.Flush() // on error gnet closes c
 	if !c.closed {
-		o := c.gc.OutboundBuffered()
+		o := c.gnetOut()
 		c.l.outSum += int64(o - c.outSeen)
 		c.outSeen = o
 		c.l.publishOut()
@@ -174,12 +189,10 @@ func (c *conn) markDirty() {
 }
 
 // flush writes the pending output (conn.writev), usually in one writev,
-// and returns what gnet then buffers for c (gnet.Conn.OutboundBuffered; 0
-// once c is closed).
+// and returns what gnet then buffers for c (0 once c is closed).
 func (c *conn) flush() (buffered int) {
 	if c.ws != nil {
 		c.wsFlush()
-		buffered = -1
 	} else if len(c.iov) > 0 && !c.closed {
 		if c.node != nil {
 			// Sealed by the node connection's record layer. On a write
@@ -187,13 +200,10 @@ func (c *conn) flush() (buffered int) {
 			if err := c.node.Write(c.iov, (*sockWriter)(c)); err != nil {
 				_ = c.gc.Close()
 			}
-			buffered = -1
 		} else {
-			buffered = c.writev(c.iov)
+			c.writev(c.iov)
 		}
 		c.l.stats.bytesOut += uint64(c.pending)
-	} else {
-		buffered = -1
 	}
 	clear(c.iov)
 	c.iov = c.iov[:0]
@@ -207,10 +217,7 @@ func (c *conn) flush() (buffered int) {
 	if c.closed {
 		return 0
 	}
-	if buffered < 0 {
-		buffered = c.gc.OutboundBuffered()
-	}
-	return buffered
+	return c.gnetOut()
 }
 
 // writev writes bs to c's socket in order after whatever gnet still
@@ -228,24 +235,25 @@ func (c *conn) writev(bs [][]byte) (buffered int) {
 		k := min(len(bs), maxIov)
 		chunk := bs[:k]
 		bs = bs[k:]
-		if buffered == 0 {
-			if buffered = c.gc.OutboundBuffered(); buffered == 0 {
-				rest, _ := c.l.rw.write(c.gc.Fd(), chunk)
-				if len(rest) == 0 {
-					continue
-				}
-				chunk = rest
+		if c.gnetOut() == 0 {
+			rest, _ := c.l.rw.write(c.gc.Fd(), chunk)
+			if len(rest) == 0 {
+				continue
 			}
+			chunk = rest
 		}
 		_, _ = c.gc.Writev(chunk) // on error gnet closes the conn (OnClose)
 		if c.closed {
 			return 0
 		}
-		if buffered = c.gc.OutboundBuffered(); buffered > 0 {
+		if c.gbuf = c.gc.OutboundBuffered(); c.gbuf > 0 {
 			c.l.stats.writesBuffered++
 		}
 	}
-	return buffered
+	if c.closed {
+		return 0
+	}
+	return c.gbuf
 }
 
 // sockWriter is how a node connection's record layer writes to c
