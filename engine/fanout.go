@@ -530,6 +530,8 @@ func (lc *loopChan) addSub(s *sub, start uint64) {
 	if lc.nsubs == 0 {
 		lc.gc.readers[lc.l.idx].Store(lc)
 		lc.l.srv.interest(lc.gc, +1)
+		l := lc.l
+		l.unread = mapshrink.Delete(l.unread, lc, &l.unreadPk)
 	}
 	lc.nsubs++
 	s.cur = cursor{pos: start}
@@ -551,6 +553,7 @@ func (lc *loopChan) removeSub(s *sub) {
 		lc.l.srv.interest(lc.gc, -1)
 		lc.live = cursor{}
 		lc.lastUse = lc.l.now
+		lc.l.unread[lc] = struct{}{}
 	}
 }
 

@@ -38,6 +38,11 @@ type loop struct {
 	conns    map[*conn]struct{}
 	chans    map[string]*loopChan // this loop's view of channels it uses
 	chansPk  mapshrink.Peak       // chans' peak: sweep gives its memory back
+	// unread holds the views of chans that no subscription on this loop
+	// reads (nsubs == 0), the only ones sweep may forget, so that a sweep
+	// of a loop whose channels all have subscribers visits none of them.
+	unread   map[*loopChan]struct{}
+	unreadPk mapshrink.Peak
 
 	touched         []*loopChan // channels published to in this iteration
 	dirty           []*conn     // connections with pending output
@@ -100,7 +105,8 @@ type pubRun struct {
 }
 
 func newLoop(idx int, el gnet.EventLoop, srv *Server) *loop {
-	l := &loop{idx: idx, el: el, srv: srv, conns: make(map[*conn]struct{}), chans: make(map[string]*loopChan)}
+	l := &loop{idx: idx, el: el, srv: srv, conns: make(map[*conn]struct{}), chans: make(map[string]*loopChan),
+		unread: make(map[*loopChan]struct{})}
 	// A loop created while a console polls counts from its start.
 	l.countPubs = srv.clock().UnixNano()-srv.consoleLast.Load() < int64(consoleWindow)
 	return l
@@ -540,6 +546,7 @@ func (l *loop) channel(name string) *loopChan {
 	}
 	lc := &loopChan{l: l, name: name, gc: l.srv.gw.acquire(name), lastUse: l.now}
 	l.chans[name] = lc
+	l.unread[lc] = struct{}{}
 	return lc
 }
 
@@ -606,22 +613,26 @@ func (l *loop) sweep() {
 	// While a console polls, a view keeps its uncollected publish counts
 	// until the next collection (console.go).
 	l.countPubs = l.now-l.srv.consoleLast.Load() < int64(consoleWindow)
-	stale := l.srv.plane.staleAfter()
-	l.chansPk.Seen(len(l.chans))
-	for name, lc := range l.chans {
-		if stale > 0 {
+	if stale := l.srv.plane.staleAfter(); stale > 0 {
+		for _, lc := range l.chans {
 			lc.checkProgress(l.now, stale)
 		}
+	}
+	l.chansPk.Seen(len(l.chans))
+	l.unreadPk.Seen(len(l.unread))
+	for lc := range l.unread {
 		if lc.nsubs == 0 && lc.pendingSubs == 0 && !lc.touched && !lc.remoteBusy() && !lc.granting &&
 			!lc.infoPending && lc.lastUse < idle && (lc.pubMsgs == 0 || !l.countPubs) {
 			if l.lastChan == lc {
 				l.lastChan = nil
 			}
-			delete(l.chans, name)
+			delete(l.chans, lc.name)
+			delete(l.unread, lc)
 			l.srv.gw.release(lc.gc)
 		}
 	}
 	l.chans = mapshrink.Shrink(l.chans, &l.chansPk)
+	l.unread = mapshrink.Shrink(l.unread, &l.unreadPk)
 }
 
 // lingerTime bounds how long a client connection that got a fatal ERROR
