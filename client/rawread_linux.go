@@ -126,11 +126,11 @@ func (r *rawState) read(p []byte) (int, error) {
 // bytes (and no FIN) are left; false when the message is missing.
 func (r *rawState) inqZero() bool {
 	hdr := unix.CmsgLen(0)
-	if r.msg.Controllen < uint64(hdr+4) || r.msg.Flags&unix.MSG_CTRUNC != 0 {
+	if uint64(r.msg.Controllen) < uint64(hdr+4) || r.msg.Flags&unix.MSG_CTRUNC != 0 {
 		return false
 	}
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&r.cbuf[0]))
-	if h.Level != unix.SOL_TCP || h.Type != unix.TCP_CM_INQ || h.Len < uint64(hdr+4) {
+	if h.Level != unix.SOL_TCP || h.Type != unix.TCP_CM_INQ || uint64(h.Len) < uint64(hdr+4) {
 		return false
 	}
 	return *(*int32)(unsafe.Add(unsafe.Pointer(&r.cbuf[0]), hdr)) == 0
