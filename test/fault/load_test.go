@@ -405,6 +405,14 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 		t.Errorf("%s: nothing delivered", fc.name)
 	}
 	if fc.noLoss && res.Announced > 0 {
+		snaps := make([]Sub, 0, len(subs))
+		for _, s := range subs {
+			sn, _ := s.snapshot()
+			snaps = append(snaps, sn)
+		}
+		for _, line := range gapsOverAcks(all, snaps, 8) {
+			t.Logf("  %s", line)
+		}
 		t.Errorf("%s: %d acknowledged messages announced lost, want none", fc.name, res.Announced)
 	}
 	if fc.nonEvent || fc.outcomeBound {
@@ -560,4 +568,34 @@ func probeSilent(ctx context.Context, t *testing.T, tp *topo, all []Publish, sub
 			cancel()
 		}
 	}
+}
+
+// gapsOverAcks describes up to n gaps that subscribers got over
+// acknowledged positions: who, when, the range, how many acks it covers.
+func gapsOverAcks(all []Publish, snaps []Sub, n int) []string {
+	acked := map[string][]uint64{}
+	for _, e := range all {
+		if e.Outcome == Acked {
+			acked[e.Channel] = append(acked[e.Channel], e.Pos)
+		}
+	}
+	var out []string
+	for _, sn := range snaps {
+		for _, ev := range sn.Events {
+			if ev.Kind != Gap {
+				continue
+			}
+			k := 0
+			for _, p := range acked[sn.Channel] {
+				if p >= ev.From && p <= ev.To {
+					k++
+				}
+			}
+			if k > 0 && len(out) < n {
+				out = append(out, fmt.Sprintf("%s: GAP %d..%d at %s covers %d acknowledged", sn.Name, ev.From, ev.To,
+					ev.At.Format("15:04:05.000"), k))
+			}
+		}
+	}
+	return out
 }
