@@ -103,10 +103,7 @@ func TestNodeDown_RecoversReplicatedStreamlets(t *testing.T) {
 		{"orderer dies", "a", 3, []string{"b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newHosts(clock, "a", "b", "c")
-			m := replicaManager(t, c, 2, clock)
-			m.cfg.Node = "m"                   // the manager on a node of its own
-			g := replicatedWith(t, m, c, 5, 3) // three acknowledged
+			c, m, g := fiveHeldThree(t, "m", clock) // three acknowledged
 			c.dead[tc.kill] = true
 			m.NodeDown(tc.kill)
 			info, _ := m.Info("ch", false)
@@ -181,10 +178,7 @@ func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
 		t.Run(map[bool]string{false: "open", true: "closed"}[closed], func(t *testing.T) {
 			now := time.Unix(1_800_000_000, 0)
 			clock := func() time.Time { return now }
-			c := newHosts(clock, "a", "b", "c")
-			m1 := replicaManager(t, c, 2, clock)
-			m1.cfg.Node = "m1"
-			g := replicatedWith(t, m1, c, 5, 3)
+			c, _, g := fiveHeldThree(t, "m1", clock) // manager m1, which dies
 			a := c.hs["a"].Streamlet(g.Streamlet)
 			if closed {
 				if _, err := c.hs["a"].Seal(g.Streamlet, 0, ""); err != nil {
@@ -245,11 +239,8 @@ func TestRebuild_RecoversAReplicaThatDiedWithTheManager(t *testing.T) {
 func TestRecovery_ClosedStreamletShorterThanListed(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	c := newHosts(clock, "a", "b", "c")
-	m := replicaManager(t, c, 2, clock)
-	m.cfg.Node = "m"
-	g := replicatedWith(t, m, c, 5, 3) // three acknowledged, two written at a only
-	now = now.Add(5 * time.Second)     // past the lease: the next grant closes it at a's end
+	c, m, g := fiveHeldThree(t, "m", clock) // three acknowledged, two written at a only
+	now = now.Add(5 * time.Second)          // past the lease: the next grant closes it at a's end
 	g2, err := m.WriteGrant("ch", 0)
 	if err != nil || g2.First != g.First+5 {
 		t.Fatalf("next grant %+v %v, want one at +5", g2, err)

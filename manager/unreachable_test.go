@@ -114,10 +114,7 @@ func TestCuts(t *testing.T) {
 func TestUnreachable_RecoversWithoutTheLink(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	c := newHosts(clock, "a", "b", "c")
-	m := replicaManager(t, c, 2, clock)
-	m.cfg.Node = "m" // the manager on a node of its own
-	g := replicatedWith(t, m, c, 5, 3)
+	c, m, g := fiveHeldThree(t, "m", clock)
 	r, err := m.Unreachable("ch", g.Streamlet, "a", "b")
 	if err != nil || !reflect.DeepEqual(r, Recovered{Len: 3, Replicas: []string{"a", "b"}}) {
 		t.Fatalf("answer %+v %v, want len 3 on [a b]", r, err)
@@ -161,10 +158,7 @@ func TestUnreachable_RecoversWithoutTheLink(t *testing.T) {
 func TestUnreachable_SealedPastWhatAllHold(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	c := newHosts(clock, "a", "b", "c")
-	m := replicaManager(t, c, 2, clock)
-	m.cfg.Node = "m"
-	g := replicatedWith(t, m, c, 5, 3)
+	_, m, g := fiveHeldThree(t, "m", clock)
 	g2, err := m.WriteGrant("ch", g.Streamlet) // seals g at its orderer: 5
 	if err != nil || g2.First != g.First+5 {
 		t.Fatalf("next grant %+v %v", g2, err)
@@ -191,6 +185,18 @@ func TestUnreachable_SealedPastWhatAllHold(t *testing.T) {
 	if info.Next != g.First+5 {
 		t.Fatalf("next %d, want %d", info.Next, g.First+5)
 	}
+}
+
+// fiveHeldThree is where the recovery tests start: hosts a, b and c, a
+// manager on node self of its own with N = 2, and its first streamlet of
+// "ch" on [a b], five records written at a, of which b holds the first
+// three, acknowledged (replicatedWith).
+func fiveHeldThree(t *testing.T, self string, clock func() time.Time) (hosts, *Manager, role.Grant) {
+	t.Helper()
+	c := newHosts(clock, "a", "b", "c")
+	m := replicaManager(t, c, 2, clock)
+	m.cfg.Node = self // the manager on a node of its own
+	return c, m, replicatedWith(t, m, c, 5, 3)
 }
 
 // replicatedWith grants a streamlet of "ch" on [a b], appends n records
