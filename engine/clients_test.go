@@ -46,6 +46,11 @@ func readInBackground(c *rawConn) *background {
 				b.mu.Unlock()
 				return
 			}
+			if h.Type == wire.TypePing {
+				// A live client: the server closes one that stays
+				// silent for its IdleTimeout.
+				_ = c.writeErr(wire.AppendPong(nil, h.ID))
+			}
 			n := len(b.evs)
 			b.evs, err = appendEvents(b.evs, h, body)
 			if err != nil && b.err == nil {
