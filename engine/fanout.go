@@ -102,17 +102,25 @@ func (g *gateway) changed(name string) {
 func (s *Server) interest(gc *gwChan, delta int) { s.plane.interest(gc.name, delta) }
 
 // notify wakes the readers of the channel after messages were appended by
-// loop from: from's own view is served inline, other loops get a task
-// (at most one pending per loop and channel, so bursts coalesce).
+// loop from (nil: not on a loop): from's own view is served inline, other
+// loops' views are woken by a task, at most one pending per view, so
+// bursts coalesce. From a loop in an iteration the views to wake are
+// gathered per target loop and posted as one task each when the
+// iteration ends (loop.postWakes): a publisher's iteration that touched
+// hundreds of channels read on another loop costs that loop one task and
+// one flush, not one of each per channel.
 func (gc *gwChan) notify(from *loop) {
 	for i := range gc.readers {
 		lc := gc.readers[i].Load()
 		if lc == nil {
 			continue
 		}
-		if lc.l == from {
+		switch {
+		case lc.l == from:
 			lc.deliver()
-		} else {
+		case from != nil && from.busy:
+			from.wakeLater(lc)
+		default:
 			lc.schedule()
 		}
 	}

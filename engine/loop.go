@@ -44,9 +44,12 @@ type loop struct {
 	unread   map[*loopChan]struct{}
 	unreadPk mapshrink.Peak
 
-	touched         []*loopChan // channels published to in this iteration
-	dirty           []*conn     // connections with pending output
-	ackers          []*conn     // connections with pending acks
+	touched []*loopChan // channels published to in this iteration
+	// wakes[i] are other loops' views (of loop index i) to wake when this
+	// iteration ends, each already marked scheduled (gwChan.notify).
+	wakes           [][]*loopChan
+	dirty           []*conn // connections with pending output
+	ackers          []*conn // connections with pending acks
 	held            []*host.Streamlet
 	shared          []byte // DATA prefixes referenced by pending output
 	iov             [][]byte
@@ -136,6 +139,7 @@ func (l *loop) end() {
 	}
 	clear(l.touched)
 	l.touched = l.touched[:0]
+	l.postWakes()
 	// A live batch is skipped only once the limit is exceeded, so a
 	// subscriber may legitimately reach limit + one batch: the hard limit
 	// leaves room for that.
@@ -167,7 +171,38 @@ func (l *loop) end() {
 	}
 	clear(l.reap)
 	l.reap = l.reap[:0]
+	l.postWakes() // any queued after the first post
 	l.busy = false
+}
+
+// wakeLater queues lc, a view of another loop, for this iteration's
+// wake-up task to its loop (postWakes), unless a wake is pending already.
+func (l *loop) wakeLater(lc *loopChan) {
+	if !lc.scheduled.CompareAndSwap(false, true) {
+		return
+	}
+	i := lc.l.idx
+	for len(l.wakes) <= i {
+		l.wakes = append(l.wakes, nil)
+	}
+	l.wakes[i] = append(l.wakes[i], lc)
+}
+
+// postWakes posts one task per loop with views queued by wakeLater; the
+// task owns its list.
+func (l *loop) postWakes() {
+	for i, batch := range l.wakes {
+		if len(batch) == 0 {
+			continue
+		}
+		l.wakes[i] = nil
+		l.stats.wakeTasks++
+		batch[0].l.execute(func() {
+			for _, lc := range batch {
+				lc.run()
+			}
+		})
+	}
 }
 
 // flush writes every dirty connection and then drops the streamlet

@@ -31,7 +31,10 @@ type loopStats struct {
 	// writesBuffered counts writes (conn.writev) that the socket did not
 	// take whole: the rest waited in gnet's outbound buffer.
 	writesBuffered uint64
-	errs           [32]uint64
+	// wakeTasks counts the tasks posted to other loops to wake their
+	// readers of channels published to on this one (loop.postWakes).
+	wakeTasks uint64
+	errs      [32]uint64
 	// frameTimeouts counts connections closed by Options.FrameTimeout.
 	frameTimeouts uint64
 	gaps          [4]uint64 // by wire.GapReason
