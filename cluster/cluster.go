@@ -180,11 +180,6 @@ type Cluster struct {
 	down    map[string]int64  // node -> unix ns until which it is kept out
 	snap    *placement.Snapshot
 	others  *placement.Snapshot // without this node, for host choices
-	// full is the view of every member alive in the membership, the
-	// ones marked down included, while any is (nil otherwise): the
-	// manager it names is the one the nodes that still reach that member
-	// name (relay.go).
-	full    *placement.Snapshot
 	links   map[string]*Link
 	dialing map[string]*dial // dials in progress, by node
 
@@ -529,16 +524,6 @@ func (c *Cluster) rebuildSnap() {
 	}
 	if s, err := placement.NewSnapshot(others, placement.Options{}); err == nil {
 		c.others = s
-	}
-	c.full = nil
-	if len(all) < len(c.members) {
-		nodes := make([]placement.Node, 0, len(c.members))
-		for _, m := range c.members {
-			nodes = append(nodes, c.placementNode(m))
-		}
-		if s, err := placement.NewSnapshot(nodes, placement.Options{}); err == nil {
-			c.full = s
-		}
 	}
 }
 
@@ -964,28 +949,10 @@ func (s idSource) MessageIDs(node string, streamlets []uint64, from int, since i
 // the manager's node fails, the call is retried at the next one.
 type clusterRouter struct{ c *Cluster }
 
-// routed runs local on this node, or op with body at the manager's node
-// (decode reads its result): the manager in this node's view, or, when
-// that view is partial (a member it cannot reach, alive in the
-// membership, is the manager of the whole membership), the whole
-// membership's manager through another member (relay.go).
-func (r *clusterRouter) routed(channel string, op wire.NodeOp, body []byte, local func() error, decode func([]byte) error) error {
+// routed runs local on this node or remote(node) on the manager's node.
+func (r *clusterRouter) routed(channel string, local func() error, remote func(node string) error) error {
 	var err error
 	for tries := 0; tries < 3; tries++ {
-		if full, ok := r.c.relayTo(channel); ok {
-			var b []byte
-			if b, err = r.c.relay(full, op, body); err == nil {
-				if decode != nil {
-					err = decode(b)
-				}
-				return err
-			}
-			// Not served through the others (the member this node cannot
-			// reach died, and they name another manager, maybe this
-			// node): this node's view decides, as without a relay; a
-			// manager it names that the majority does not is refused
-			// (confirm.go).
-		}
 		node, ok := r.c.managerOf(channel)
 		if !ok {
 			return fmt.Errorf("%w: no live node manages %q", role.ErrNoHost, channel)
@@ -993,32 +960,28 @@ func (r *clusterRouter) routed(channel string, op wire.NodeOp, body []byte, loca
 		if node == r.c.self {
 			return local()
 		}
-		var b []byte
-		if b, err = r.c.call(node, op, body); err == nil {
-			if decode != nil {
-				err = decode(b)
-			}
-			return err
-		}
-		if !errors.Is(err, ErrLinkDown) {
+		if err = remote(node); err == nil || !errors.Is(err, ErrLinkDown) {
 			return err
 		}
 		// The manager's node failed (and is now marked down): the view
-		// names another manager, which rebuilds the channel, or the
-		// request is relayed to it (a cut, not a death).
+		// names another manager, which rebuilds the channel.
 	}
 	return err
 }
 
 func (r *clusterRouter) WriteGrant(channel string, after uint64) (role.Grant, error) {
 	var g role.Grant
-	var e wire.NodeEnc
-	e.Str8(channel)
-	e.U64(after)
-	err := r.routed(channel, wire.OpWriteGrant, e.B, func() (err error) {
+	err := r.routed(channel, func() (err error) {
 		g, err = r.c.mgr.WriteGrant(channel, after)
 		return err
-	}, func(b []byte) error {
+	}, func(node string) error {
+		var e wire.NodeEnc
+		e.Str8(channel)
+		e.U64(after)
+		b, err := r.c.call(node, wire.OpWriteGrant, e.B)
+		if err != nil {
+			return err
+		}
 		d := wire.NewNodeDec(wire.TypeNodeResponse, b)
 		g = decGrant(d)
 		return d.Done()
@@ -1034,17 +997,21 @@ func (r *clusterRouter) Info(channel string, create bool) (role.ChannelInfo, boo
 // info asks the channel's manager for its list (clusterRouter.Info), and
 // reports a failed request as an error rather than as "not found".
 func (c *Cluster) info(channel string, create bool) (info role.ChannelInfo, found bool, err error) {
-	var e wire.NodeEnc
-	e.Str8(channel)
-	if create {
-		e.U8(1)
-	} else {
-		e.U8(0)
-	}
-	err = (&clusterRouter{c}).routed(channel, wire.OpInfo, e.B, func() error {
+	err = (&clusterRouter{c}).routed(channel, func() error {
 		info, found = c.mgr.Info(channel, create)
 		return nil
-	}, func(b []byte) (err error) {
+	}, func(node string) error {
+		var e wire.NodeEnc
+		e.Str8(channel)
+		if create {
+			e.U8(1)
+		} else {
+			e.U8(0)
+		}
+		b, err := c.call(node, wire.OpInfo, e.B)
+		if err != nil {
+			return err
+		}
 		info, found, err = decInfo(b)
 		return err
 	})
@@ -1056,13 +1023,16 @@ func (c *Cluster) info(channel string, create bool) (info role.ChannelInfo, foun
 // the channel (reinterest), and readers still learn of new data through the
 // feeds and of list changes when they look again.
 func (r *clusterRouter) Interest(channel, node string, delta int) {
-	var e wire.NodeEnc
-	e.Str8(channel)
-	e.U32(uint32(int32(delta)))
-	err := r.routed(channel, wire.OpInterest, e.B, func() error {
+	err := r.routed(channel, func() error {
 		r.c.mgr.Interest(channel, node, delta)
 		return nil
-	}, nil)
+	}, func(m string) error {
+		var e wire.NodeEnc
+		e.Str8(channel)
+		e.U32(uint32(int32(delta)))
+		_, err := r.c.call(m, wire.OpInterest, e.B)
+		return err
+	})
 	if err != nil {
 		r.c.log.Warn("sluice cluster: registering readers with a channel's manager failed", "channel", channel, "delta", delta, "err", err)
 	}
@@ -1070,13 +1040,17 @@ func (r *clusterRouter) Interest(channel, node string, delta int) {
 
 func (r *clusterRouter) Expire(channel string, through uint64) (int, error) {
 	var n int
-	var e wire.NodeEnc
-	e.Str8(channel)
-	e.U64(through)
-	err := r.routed(channel, wire.OpExpire, e.B, func() (err error) {
+	err := r.routed(channel, func() (err error) {
 		n, err = r.c.mgr.Expire(channel, through)
 		return err
-	}, func(b []byte) error {
+	}, func(node string) error {
+		var e wire.NodeEnc
+		e.Str8(channel)
+		e.U64(through)
+		b, err := r.c.call(node, wire.OpExpire, e.B)
+		if err != nil {
+			return err
+		}
 		d := wire.NewNodeDec(wire.TypeNodeResponse, b)
 		n = int(d.U32())
 		return d.Done()
@@ -1258,12 +1232,6 @@ func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte
 			return wire.NodeBadOp, nil, err.Error()
 		}
 		e.Str8(c.managerHere(ch))
-	case wire.OpRelay:
-		inner, rest, err := decRelay(body)
-		if err != nil {
-			return wire.NodeBadOp, nil, err.Error()
-		}
-		return c.serveRelay(peer, inner, rest)
 	case wire.OpNotify:
 		ch := d.Str8()
 		if err := d.Done(); err != nil {

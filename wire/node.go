@@ -82,8 +82,7 @@ const (
 	OpUnreachable NodeOp = 17
 	OpClaim       NodeOp = 18 // host: str8 channel, u64 id, str8 host, u64 over -> u64 held, str8 held host
 	OpManager     NodeOp = 19 // any: str8 channel -> str8 the channel's manager in the answering node's view
-	OpRelay       NodeOp = 20 // any: u8 op (a manager op), its request body -> its result
-	opMax                = OpRelay
+	opMax                = OpManager
 )
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's

@@ -715,7 +715,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpRelay)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpRelay+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpManager)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpManager+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
@@ -822,7 +822,7 @@ func TestNodeStatuses(t *testing.T) {
 	}
 	if wire.OpDedupIDs != 12 || wire.OpWriteGrant != 1 || wire.OpInfo != 2 || wire.OpInterest != 3 || wire.OpHost != 4 || wire.OpSeal != 5 ||
 		wire.OpFree != 6 || wire.OpList != 7 || wire.OpNotify != 8 || wire.OpStatus != 9 || wire.OpLen != 10 ||
-		wire.OpExpire != 11 || wire.OpCopy != 13 || wire.OpDrain != 14 || wire.OpClaim != 18 || wire.OpManager != 19 || wire.OpRelay != 20 {
+		wire.OpExpire != 11 || wire.OpCopy != 13 || wire.OpDrain != 14 || wire.OpClaim != 18 || wire.OpManager != 19 {
 		t.Fatal("op constants moved (PROTOCOL.md 9.4)")
 	}
 	for op := wire.OpWriteGrant; op <= wire.OpDrain; op++ {
@@ -960,7 +960,7 @@ var opRequestShapes = map[wire.NodeOp]string{
 	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
 	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]", wire.OpCopy: "sqqsqq", wire.OpDrain: "s",
 	wire.OpFence: "q", wire.OpSealAt: "qwh[s]", wire.OpUnreachable: "sqssb", wire.OpClaim: "sqsq",
-	wire.OpManager: "s", wire.OpRelay: "bs",
+	wire.OpManager: "s",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -1149,7 +1149,7 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpRelay; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpManager; op++ {
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}
