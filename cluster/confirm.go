@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"sync"
+
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -40,12 +42,10 @@ func (c *Cluster) managerHere(channel string) string {
 }
 
 // confirmed is the pure decision of a confirmation: self may act as the
-// channel's manager once a strict majority of the known nodes named it
-// (names: one per node that answered so far, this node's own included;
-// pending: the nodes asked that have not answered yet). decided is false
-// while the pending answers could still change the outcome; other is the
-// node named most often besides self, for the refusal's text.
-func confirmed(self string, names []string, known, pending int) (decided, ok bool, other string) {
+// channel's manager when a strict majority of the known nodes named it
+// (names: one per node that answered, this node's own included). other is
+// the node named most often besides self, for the refusal's text.
+func confirmed(self string, names []string, known int) (ok bool, other string) {
 	votes := 0
 	count := map[string]int{}
 	for _, n := range names {
@@ -60,26 +60,15 @@ func confirmed(self string, names []string, known, pending int) (decided, ok boo
 			}
 		}
 	}
-	of := max(known, len(names)+pending)
-	switch {
-	case 2*votes > of:
-		return true, true, other
-	case 2*(votes+pending) <= of:
-		return true, false, other
-	}
-	return false, false, other
+	return 2*votes > max(known, len(names)), other
 }
 
 // confirm asks every live node which node manages channel in its view
 // (MANAGER, in parallel on the owned pool; this node answers from its own
-// view directly, and refuses at once when that names another) and reports
-// whether a strict majority of the known nodes named this node; otherwise
-// the node most of the others named ("" if none). It returns as soon as
-// the answers decide (a paused node that has not been noticed yet delays
-// no open while a majority answers); a node that does not answer names
-// nobody, and the answers still in flight end within the RPC timeout,
-// owned by the cluster. It waits for the network, with no lock held
-// (manager.Cluster.Confirm).
+// view directly, and refuses at once when that names another node) and reports whether a strict majority of the known nodes
+// named this node; otherwise the node most of the others named (""
+// if none). A node that does not answer names nobody. It waits for the
+// network, with no lock held (manager.Cluster.Confirm).
 func (c *Cluster) confirm(channel string) (bool, string) {
 	own := c.managerHere(channel)
 	if own != c.self {
@@ -96,9 +85,12 @@ func (c *Cluster) confirm(channel string) (bool, string) {
 	c.mu.RUnlock()
 	var e wire.NodeEnc
 	e.Str8(channel)
-	answers := make(chan string, len(nodes)) // never blocks a late answer
+	names := make([]string, 1, 1+len(nodes))
+	names[0] = own
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, n := range nodes {
-		c.wg.Add(1)
+		wg.Add(1)
 		c.owned.Go(func() {
 			b, err := c.call(n, wire.OpManager, e.B)
 			var m string
@@ -107,19 +99,15 @@ func (c *Cluster) confirm(channel string) (bool, string) {
 			}
 			if err != nil {
 				c.log.Warn("sluice cluster: a manager's confirmation got no answer", "channel", channel, "node", n, "err", err)
-				m = ""
+				return
 			}
-			answers <- m
-		}, c.wg.Done)
+			mu.Lock()
+			names = append(names, m)
+			mu.Unlock()
+		}, wg.Done)
 	}
-	names := make([]string, 1, 1+len(nodes))
-	names[0] = own
-	for pending := len(nodes); ; pending-- {
-		if decided, ok, other := confirmed(c.self, names, known, pending); decided || pending == 0 {
-			return ok, other
-		}
-		names = append(names, <-answers)
-	}
+	wg.Wait()
+	return confirmed(c.self, names, known)
 }
 
 // Confirm is the confirmation a manager asks before it opens or fences a

@@ -12,37 +12,29 @@ import (
 // not answer names nobody.
 func TestConfirmed(t *testing.T) {
 	for _, c := range []struct {
-		name           string
-		self           string
-		names          []string
-		known, pending int
-		decided, ok    bool
-		other          string
+		name  string
+		self  string
+		names []string
+		known int
+		ok    bool
+		other string
 	}{
-		{"all three name a", "a", []string{"a", "a", "a"}, 3, 0, true, true, ""},
-		{"a and c name a, b names itself (b cut from a)", "a", []string{"a", "a", "b"}, 3, 0, true, true, "b"},
-		{"b's partial view: b, c names a, a unreachable", "b", []string{"b", "a"}, 3, 0, true, false, "a"},
-		{"b alone names b", "b", []string{"b"}, 3, 0, true, false, ""},
-		{"two of three name a: known 3", "a", []string{"a", "a"}, 3, 0, true, true, ""},
-		{"half of four is no majority", "a", []string{"a", "a", "c", "c"}, 4, 0, true, false, "c"},
-		{"three of four", "a", []string{"a", "a", "a", "c"}, 4, 0, true, true, "c"},
-		{"known counts nodes that did not answer", "a", []string{"a", "a"}, 5, 0, true, false, ""},
-		{"more answers than known: answers count", "a", []string{"a", "a", "b", "b"}, 3, 0, true, false, "b"},
-		{"an empty name (no manager in that view) is no vote", "a", []string{"a", "", ""}, 3, 0, true, false, ""},
-		{"the name most others gave, ties by name", "a", []string{"a", "c", "b"}, 3, 0, true, false, "b"},
-		{"single node", "a", []string{"a"}, 1, 0, true, true, ""},
-		// Deciding before every answer is in.
-		{"own vote alone, two pending: undecided", "a", []string{"a"}, 3, 2, false, false, ""},
-		{"a majority in, one pending: confirmed at once", "a", []string{"a", "a"}, 3, 1, true, true, ""},
-		{"one against, one pending: undecided", "a", []string{"a", "c"}, 3, 1, false, false, "c"},
-		{"five nodes, two against, two pending: undecided", "a", []string{"a", "b", "b"}, 5, 2, false, false, "b"},
-		{"five nodes, three against: refused at once", "a", []string{"a", "b", "b", "c"}, 5, 1, true, false, "b"},
-		{"pending counts towards the majority's size", "a", []string{"a", "a"}, 2, 2, false, false, ""},
+		{"all three name a", "a", []string{"a", "a", "a"}, 3, true, ""},
+		{"a and c name a, b names itself (b cut from a)", "a", []string{"a", "a", "b"}, 3, true, "b"},
+		{"b's partial view: b, c names a, a unreachable", "b", []string{"a", "b"}, 3, false, "a"},
+		{"b alone names b", "b", []string{"b"}, 3, false, ""},
+		{"two of three name a: known 3", "a", []string{"a", "a"}, 3, true, ""},
+		{"half of four is no majority", "a", []string{"a", "a", "c", "c"}, 4, false, "c"},
+		{"three of four", "a", []string{"a", "a", "a", "c"}, 4, true, "c"},
+		{"known counts nodes that did not answer", "a", []string{"a", "a"}, 5, false, ""},
+		{"more answers than known: answers count", "a", []string{"a", "a", "b", "b"}, 3, false, "b"},
+		{"an empty name (no manager in that view) is no vote", "a", []string{"a", "", ""}, 3, false, ""},
+		{"the name most others gave, ties by name", "a", []string{"a", "c", "b"}, 3, false, "b"},
+		{"single node", "a", []string{"a"}, 1, true, ""},
 	} {
-		decided, ok, other := confirmed(c.self, c.names, c.known, c.pending)
-		if decided != c.decided || ok != c.ok || other != c.other {
-			t.Errorf("%s: confirmed(%q, %q, %d, %d) = %v, %v, %q; want %v, %v, %q", c.name, c.self, c.names, c.known, c.pending,
-				decided, ok, other, c.decided, c.ok, c.other)
+		ok, other := confirmed(c.self, c.names, c.known)
+		if ok != c.ok || other != c.other {
+			t.Errorf("%s: confirmed(%q, %q, %d) = %v, %q; want %v, %q", c.name, c.self, c.names, c.known, ok, other, c.ok, c.other)
 		}
 	}
 }
