@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -348,6 +349,10 @@ type killPlan struct {
 	// from (each publish's outcome within waitFor), however slowly a
 	// loaded machine publishes.
 	within time.Duration
+	// killWithin, when not 0, replaces the package's killWithin: a plan
+	// whose streamlets are longer than startNode's needs more publishes
+	// for the moment it waits for.
+	killWithin int
 	// victims is asked before each publish from message from on until it
 	// names nodes; those are killed at once (kill).
 	victims func() []*Server
@@ -356,8 +361,9 @@ type killPlan struct {
 	fault func() bool
 }
 
-// killWithin bounds the publishes before publishThroughKill's kill: 20
-// streamlets of startNode's 100 messages.
+// killWithin bounds the publishes before publishThroughKill's kill when
+// the plan names no bound of its own (killPlan.killWithin): 20 streamlets
+// of startNode's 100 messages.
 const killWithin = 2000
 
 // killRun is what publishThroughKill saw.
@@ -395,8 +401,8 @@ func publishThroughKill(t *testing.T, a, b *Server, ch string, plan killPlan) ki
 	var deadline time.Time // set at the kill
 	killed := false
 	for i := 0; i < plan.n || afterKill < 100 || !killed; i++ {
-		if !killed && i >= plan.from+killWithin {
-			t.Fatalf("the moment to kill never came in %d publishes after the %dth", killWithin, plan.from)
+		if within := cmp.Or(plan.killWithin, killWithin); !killed && i >= plan.from+within {
+			t.Fatalf("the moment to kill never came in %d publishes after the %dth", within, plan.from)
 		}
 		if killed && time.Now().After(deadline) {
 			t.Fatalf("publishing did not resume: %d refused, %d unknown, %d acked after the kill",

@@ -52,7 +52,7 @@ func TestReplication_OrdererCutFromFollowerResumes(t *testing.T) {
 				return true
 			})
 			ch := channelManagedBy(t, a, "a", "cut")
-			run := publishThroughKill(t, nodes[tc.pub], nodes[tc.sub], ch, killPlan{n: 400, from: 130, within: 40 * time.Second,
+			run := publishThroughKill(t, nodes[tc.pub], nodes[tc.sub], ch, killPlan{n: 400, from: 130, within: 40 * time.Second, killWithin: 20 * 1000,
 				fault: func() bool {
 					open, _, ok := openHeld(a, ch)
 					if !ok || open.Host != "b" || !openOn(a, ch, "c", false)() {
