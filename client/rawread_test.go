@@ -40,23 +40,31 @@ type recvFrame struct {
 	body []byte
 }
 
+// tcpPair is a connected pair of TCP sockets on 127.0.0.1: the client's
+// end (a *net.TCPConn) and the accepted peer. The caller closes both.
+func tcpPair(tb testing.TB) (nc *net.TCPConn, peer net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if peer, err = ln.Accept(); err != nil {
+		c.Close()
+		tb.Fatal(err)
+	}
+	return c.(*net.TCPConn), peer
+}
+
 // newFrameRig connects over 127.0.0.1; wrap hides the *net.TCPConn (the
 // plain path).
 func newFrameRig(t *testing.T, wrap bool) *frameRig {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, peer := tcpPair(t)
 	r := &frameRig{t: t, peer: peer, nc: nc, done: make(chan struct{}),
 		frames: make(chan recvFrame, 1<<14), parks: make(chan int64, 1<<16), ended: make(chan error, 1)}
 	var c net.Conn = nc
@@ -372,20 +380,8 @@ func TestRawRead_WithoutTCPINQ(t *testing.T) {
 func BenchmarkRawRead_OneFrameAtATime(b *testing.B) {
 	for _, path := range []string{"raw", "plain"} {
 		b.Run("path="+path, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			nc, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
+			nc, peer := tcpPair(b)
 			defer nc.Close()
-			peer, err := ln.Accept()
-			if err != nil {
-				b.Fatal(err)
-			}
 			defer peer.Close()
 			var c net.Conn = nc
 			if path == "plain" {

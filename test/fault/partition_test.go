@@ -20,23 +20,27 @@ import (
 // (without the recovery the stalled ones wait for the heal); no
 // acknowledged message may be lost (nor announced lost), none delivered
 // twice, no position acknowledged twice; replayed from the start on every
-// node after the heal, every channel holds them all.
+// node after the heal, every channel holds them all. partition-manager
+// cuts a, the manager, from b instead (below).
 func partitionCases() []faultCase {
 	byA21 := func(t *testing.T, names []string) []string { return managedBy(t, "fault.pa", 21, names, "a") }
+	// cut drops packets from nodes i to j, and from j to i when both, for
+	// the fault's length (longer than the bound), then heals.
+	cut := func(i, j int, both bool) func(*topo) {
+		return func(tp *topo) {
+			undo := tp.dropToPeers(tp.nodes[i], tp.nodes[j])
+			defer undo()
+			if both {
+				undoBack := tp.dropToPeers(tp.nodes[j], tp.nodes[i])
+				defer undoBack()
+			}
+			time.Sleep(bound + 4*time.Second) // the fault's length
+		}
+	}
 	return []faultCase{
 		{name: "partition-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
 			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: func(tp *topo) {
-				b, c := tp.nodes[1], tp.nodes[2]
-				undoB := tp.dropToPeers(b, c)
-				undoC := tp.dropToPeers(c, b)
-				defer undoC()
-				defer undoB()
-				time.Sleep(bound + 4*time.Second) // the fault's length
-			}},
-		// N = 3 on three nodes: every streamlet is on b and c; while the
-		// cut holds, a streamlet ordered by one of them gets only a as
-		// its other replica (degraded, counted and logged).
+			fault: cut(1, 2, true)},
 		// a, the manager of every channel, and b cut off from each other
 		// alone: each sees the other down while both keep a majority with
 		// c, which sees both alive. In b's view the channels have another
@@ -49,27 +53,15 @@ func partitionCases() []faultCase {
 		// them all.
 		{name: "partition-manager", flags: []string{"--replicas", "2"}, noLoss: true, liveGapsOK: true, outcomeBound: true, needsNft: true,
 			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: func(tp *topo) {
-				a, b := tp.nodes[0], tp.nodes[1]
-				undoA := tp.dropToPeers(a, b)
-				undoB := tp.dropToPeers(b, a)
-				defer undoB()
-				defer undoA()
-				time.Sleep(bound + 4*time.Second) // the fault's length
-			}},
+			fault: cut(0, 1, true)},
+		// N = 3 on three nodes: every streamlet is on b and c; while the
+		// cut holds, a streamlet ordered by one of them gets only a as
+		// its other replica (degraded, counted and logged).
 		{name: "one-way-replica-r3", flags: []string{"--replicas", "3"}, noLoss: true, outcomeBound: true, needsNft: true,
 			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: func(tp *topo) {
-				undo := tp.dropToPeers(tp.nodes[1], tp.nodes[2])
-				defer undo()
-				time.Sleep(bound + 4*time.Second) // the fault's length
-			}},
+			fault: cut(1, 2, false)},
 		{name: "one-way-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
 			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: func(tp *topo) {
-				undo := tp.dropToPeers(tp.nodes[1], tp.nodes[2])
-				defer undo()
-				time.Sleep(bound + 4*time.Second) // the fault's length
-			}},
+			fault: cut(1, 2, false)},
 	}
 }
