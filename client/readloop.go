@@ -65,6 +65,9 @@ func (fr *frameReader) run(handle func(wire.Header, []byte) error) error {
 	for {
 		h, body, err := fr.rd.Next()
 		if err != nil {
+			if fr.stopped.Load() {
+				return nil // closed by session.fail: not a new cause
+			}
 			return readErr(err)
 		}
 		if err := handle(h, body); err != nil {
