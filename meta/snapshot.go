@@ -1,0 +1,223 @@
+package meta
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/sluice-rtm/sluice/role"
+)
+
+// Snapshot layout (version 1), channels sorted by name:
+//
+//	u8  version = 1
+//	u64 applied      index of the last command applied
+//	u64 last epoch   the largest epoch given out
+//	u32 n            channels, then n times:
+//	    str8 name, u64 epoch, u64 next, u64 seq, i64 used,
+//	    u32 m        streamlets, then m times:
+//	        u64 id, set replicas (orderer or first holder first),
+//	        u64 first, u64 end, u8 flags (0x01 closed, 0x02 lost),
+//	        i64 lease end, i64 expires
+//
+// A newer layout gets a new version; Restore refuses versions it does not
+// know (the node then cannot join with that snapshot, rather than guess).
+const snapshotVersion = 1
+
+// AppendSnapshot appends the encoding of the whole state to dst. Called on
+// the applying goroutine (no Apply runs meanwhile), it is a point in time.
+func (s *State) AppendSnapshot(dst []byte) []byte {
+	var all []*Channel
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		for _, c := range sh.m {
+			all = append(all, c)
+		}
+		sh.mu.RUnlock()
+	}
+	slices.SortFunc(all, func(a, b *Channel) int { return strings.Compare(a.Name, b.Name) })
+	e := enc{b: dst}
+	e.u8(snapshotVersion)
+	e.u64(s.applied.Load())
+	e.u64(s.lastEpoch.Load())
+	e.u32(uint32(len(all)))
+	for _, c := range all {
+		e.str8(c.Name)
+		e.u64(c.Epoch)
+		e.u64(c.Next)
+		e.u64(c.Seq)
+		e.i64(c.Used)
+		e.u32(uint32(len(c.List)))
+		for _, r := range c.List {
+			e.u64(r.ID)
+			e.set(r.Set())
+			e.u64(r.First)
+			e.u64(r.End)
+			var f uint8
+			if r.Closed {
+				f |= 0x01
+			}
+			if r.Lost {
+				f |= 0x02
+			}
+			e.u8(f)
+			e.i64(r.LeaseEnd)
+			e.i64(r.Expires)
+		}
+	}
+	return e.b
+}
+
+// Restore replaces the whole state with the snapshot read from r (at most
+// limit bytes; a larger one is refused before it is buffered whole). It
+// checks every channel's invariants: a snapshot that breaks one is
+// malformed, and the state is left unchanged.
+func (s *State) Restore(r io.Reader, limit int64) error {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("meta: reading the snapshot: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("%w: snapshot: larger than %d bytes", ErrMalformed, limit)
+	}
+	applied, last, chans, err := decodeSnapshot(b)
+	if err != nil {
+		return err
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.m = make(map[string]*Channel)
+		sh.mu.Unlock()
+	}
+	for _, c := range chans {
+		sh := s.shard(c.Name)
+		sh.mu.Lock()
+		sh.m[c.Name] = c
+		sh.mu.Unlock()
+	}
+	s.count.Store(int64(len(chans)))
+	s.lastEpoch.Store(last)
+	s.applied.Store(applied)
+	return nil
+}
+
+func decodeSnapshot(b []byte) (applied, lastEpoch uint64, chans []*Channel, err error) {
+	d := dec{b: b, what: "snapshot"}
+	if v := d.u8("version"); d.err == nil && v != snapshotVersion {
+		d.failf("version %d (this node knows %d)", v, snapshotVersion)
+	}
+	applied = d.u64("applied")
+	lastEpoch = d.u64("last epoch")
+	// A channel takes at least 1+1+8+8+8+8+4 bytes.
+	n := d.count("channel count", 1<<31-1, 38)
+	if d.err != nil {
+		return 0, 0, nil, d.err
+	}
+	chans = make([]*Channel, 0, n)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		c := decodeChannel(&d)
+		if d.err != nil {
+			break
+		}
+		if i > 0 && c.Name <= prev {
+			d.failf("channel %q is not after %q (names sorted, distinct)", c.Name, prev)
+			break
+		}
+		if e := c.check(); e != "" {
+			d.failf("channel %q: %s", c.Name, e)
+			break
+		}
+		if c.Epoch > lastEpoch {
+			d.failf("channel %q: epoch %d above the last epoch %d", c.Name, c.Epoch, lastEpoch)
+			break
+		}
+		prev = c.Name
+		chans = append(chans, c)
+	}
+	if err := d.done(); err != nil {
+		return 0, 0, nil, err
+	}
+	return applied, lastEpoch, chans, nil
+}
+
+func decodeChannel(d *dec) *Channel {
+	c := &Channel{}
+	c.Name = d.name("channel name")
+	c.Epoch = d.u64("epoch")
+	c.Next = d.u64("next")
+	c.Seq = d.u64("seq")
+	c.Used = d.i64("used")
+	// A streamlet takes at least 8+1+8+8+1+8+8 bytes.
+	m := d.count("streamlet count", MaxList, 42)
+	if m > 0 {
+		c.List = make([]role.StreamletRef, m)
+	}
+	for j := 0; j < m && d.err == nil; j++ {
+		r := &c.List[j]
+		r.ID = d.u64("streamlet id")
+		setReplicas(r, d.set("replicas"))
+		r.First = d.u64("first")
+		r.End = d.u64("end")
+		off := d.off
+		f := d.u8("flags")
+		if f&^0x03 != 0 {
+			d.failf("flags at offset %d: unknown bits %#x", off, f)
+		}
+		r.Closed, r.Lost = f&0x01 != 0, f&0x02 != 0
+		r.LeaseEnd = d.i64("lease end")
+		r.Expires = d.i64("expires")
+	}
+	return c
+}
+
+// check returns the first invariant of Channel that c breaks, "" if none.
+func (c *Channel) check() string {
+	if c.Epoch == 0 {
+		return "epoch 0"
+	}
+	if c.Next == 0 {
+		return "next position 0"
+	}
+	for i, r := range c.List {
+		switch {
+		case r.ID == 0:
+			return fmt.Sprintf("streamlet %d has id 0", i)
+		case r.First == 0:
+			return fmt.Sprintf("streamlet %d starts at position 0", i)
+		case !r.Closed && i != len(c.List)-1:
+			return fmt.Sprintf("streamlet %d is open but not the newest", i)
+		case !r.Closed && r.Host == "":
+			return fmt.Sprintf("open streamlet %d has no replica", i)
+		case r.Closed && r.End < r.First:
+			return fmt.Sprintf("streamlet %d ends at %d before its first %d", i, r.End, r.First)
+		case r.Lost && !r.Closed:
+			return fmt.Sprintf("streamlet %d is lost but open", i)
+		}
+		if i > 0 {
+			p := c.List[i-1]
+			if p.End != r.First {
+				return fmt.Sprintf("streamlet %d starts at %d, its predecessor ends at %d", i, r.First, p.End)
+			}
+			if r.Closed && r.Expires < p.Expires {
+				return fmt.Sprintf("streamlet %d expires before its predecessor", i)
+			}
+			if r.ID == p.ID {
+				return fmt.Sprintf("streamlet %d repeats id %d", i, r.ID)
+			}
+		}
+	}
+	if t, ok := c.Tail(); ok {
+		want := t.End
+		if !t.Closed {
+			want = t.First
+		}
+		if c.Next != want {
+			return fmt.Sprintf("next %d, want %d", c.Next, want)
+		}
+	}
+	return ""
+}
