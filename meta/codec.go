@@ -27,7 +27,6 @@ const (
 type enc struct{ b []byte }
 
 func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
-func (e *enc) u16(v uint16) { e.b = binary.BigEndian.AppendUint16(e.b, v) }
 func (e *enc) u32(v uint32) { e.b = binary.BigEndian.AppendUint32(e.b, v) }
 func (e *enc) u64(v uint64) { e.b = binary.BigEndian.AppendUint64(e.b, v) }
 func (e *enc) i64(v int64)  { e.u64(uint64(v)) }
@@ -95,15 +94,6 @@ func (d *dec) u8(field string) uint8 {
 	}
 	v := d.b[d.off]
 	d.off++
-	return v
-}
-
-func (d *dec) u16(field string) uint16 {
-	if !d.need(2, field) {
-		return 0
-	}
-	v := binary.BigEndian.Uint16(d.b[d.off:])
-	d.off += 2
 	return v
 }
 
