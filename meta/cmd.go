@@ -16,13 +16,16 @@ import "fmt"
 type Kind uint8
 
 const (
-	// KindCreate creates channel as a new incarnation if it does not
-	// exist: str8 channel.
+	// KindCreate creates channel as a new incarnation with epoch Epoch if
+	// it does not exist (Epoch must be above every epoch given out before:
+	// State.NewEpoch proposes one); an existing channel is left as it is:
+	// str8 channel, u64 epoch.
 	KindCreate Kind = 1
 	// KindOpen closes the channel's open tail as Seal says (if its tail is
 	// open) and appends New, open, at the next position, if the channel's
-	// epoch and newest streamlet are still Epoch and Tail (compare-and-set;
-	// Epoch 0 and Tail 0 create the channel, which must not exist):
+	// epoch and newest streamlet are still Epoch and Tail (compare-and-set).
+	// When the channel does not exist and Tail is 0, the OPEN creates it
+	// with epoch Epoch, as CREATE does:
 	// str8 channel, u64 epoch, u64 tail, seal, new.
 	KindOpen Kind = 2
 	// KindClose closes the open streamlet Tail as Seal says: str8 channel,
@@ -152,6 +155,7 @@ func AppendCmd(dst []byte, c *Cmd) []byte {
 	switch c.Kind {
 	case KindCreate:
 		e.str8(c.Channel)
+		e.u64(c.Epoch)
 	case KindOpen:
 		e.str8(c.Channel)
 		e.u64(c.Epoch)
@@ -213,6 +217,7 @@ func DecodeCmd(b []byte) (Cmd, error) {
 	switch c.Kind {
 	case KindCreate:
 		c.Channel = d.name("channel")
+		c.Epoch = d.u64("epoch")
 	case KindOpen:
 		c.Channel = d.name("channel")
 		c.Epoch = d.u64("epoch")

@@ -52,7 +52,7 @@ func TestCmdGolden(t *testing.T) {
 
 func cmdCases() []Cmd {
 	return []Cmd{
-		{Kind: KindCreate, Time: 5, Channel: "c"},
+		{Kind: KindCreate, Time: 5, Channel: "c", Epoch: 77},
 		{Kind: KindOpen, Time: 6, Channel: "c", Epoch: 9, Tail: 3, Seal: Seal{End: 10, Lost: true, Keep: []string{"x", "y"}, TTL: 7},
 			New: NewStreamlet{ID: 4, Replicas: []string{"a"}, Life: 8}},
 		{Kind: KindClose, Time: 6, Channel: "c", Epoch: 9, Tail: 3, Seal: Seal{End: 10, TTL: 7}},
@@ -160,7 +160,7 @@ func FuzzApply(f *testing.F) {
 // back to itself.
 func FuzzRestore(f *testing.F) {
 	s := New()
-	c := openCmd("x", 0, 0, 0, 7, t0, "a", "b")
+	c := openCmd("x", 5, 0, 0, 7, t0, "a", "b")
 	s.ApplyCmd(1, &c)
 	f.Add(s.AppendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {

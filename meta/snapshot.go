@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
 	"github.com/sluice-rtm/sluice/role"
 )
 
@@ -89,7 +90,7 @@ func (s *State) Restore(r io.Reader, limit int64) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.m = make(map[string]*Channel)
+		sh.m, sh.peak = make(map[string]*Channel), mapshrink.Peak{}
 		sh.mu.Unlock()
 	}
 	for _, c := range chans {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/sluice-rtm/sluice/internal/mapshrink"
+
 	"github.com/sluice-rtm/sluice/role"
 )
 
@@ -21,6 +23,8 @@ const shards = 64
 type shard struct {
 	mu sync.RWMutex
 	m  map[string]*Channel
+	// peak lets drops give the map's memory back (package mapshrink).
+	peak mapshrink.Peak
 }
 
 // State is the state machine. Apply, Restore and Snapshot must be called
@@ -158,15 +162,29 @@ func (s *State) ApplyCmd(index uint64, c *Cmd) Result {
 	return r
 }
 
-// newEpoch returns the epoch of an incarnation created at now (unix ns):
+// NewEpoch proposes the epoch of an incarnation created at now (unix ns):
 // its millisecond clock, or one above the last epoch given out if that is
 // not above it. A single node, whose log starts empty at every restart,
 // thus gives a channel recreated after a restart a new epoch as long as its
-// clock did not go back; a cluster's log remembers the last one.
-func (s *State) newEpoch(now int64) uint64 {
-	e := max(uint64(max(now, 0)/1e6), s.lastEpoch.Load()+1)
+// clock did not go back; a cluster's log remembers the last one. The
+// proposer puts it in its CREATE or OPEN (it needs it before the command
+// is applied: the new streamlet's hosts are told it); a command whose
+// epoch is not above the last one given out by then conflicts.
+func (s *State) NewEpoch(now int64) uint64 {
+	return max(uint64(max(now, 0)/1e6), s.lastEpoch.Load()+1)
+}
+
+// LastEpoch returns the largest epoch given out.
+func (s *State) LastEpoch() uint64 { return s.lastEpoch.Load() }
+
+// takeEpoch reports whether e may start a new incarnation (it is above
+// every epoch given out) and records it.
+func (s *State) takeEpoch(e uint64) bool {
+	if e <= s.lastEpoch.Load() {
+		return false
+	}
 	s.lastEpoch.Store(e)
-	return e
+	return true
 }
 
 func (s *State) create(c *Cmd) (Result, []Change) {
@@ -176,7 +194,11 @@ func (s *State) create(c *Cmd) (Result, []Change) {
 		sh.mu.Unlock()
 		return ResultOK, nil
 	}
-	ch := &Channel{Name: c.Channel, Epoch: s.newEpoch(c.Time), Next: 1, Used: c.Time}
+	if !s.takeEpoch(c.Epoch) {
+		sh.mu.Unlock()
+		return ResultConflict, nil
+	}
+	ch := &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time}
 	sh.m[c.Channel] = ch
 	s.count.Add(1)
 	sh.mu.Unlock()
@@ -193,8 +215,11 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 	ch, ok := sh.m[c.Channel]
 	created := false
 	switch {
-	case !ok && c.Epoch == 0 && c.Tail == 0:
-		ch = &Channel{Name: c.Channel, Epoch: s.newEpoch(c.Time), Next: 1, Used: c.Time}
+	case !ok && c.Tail == 0:
+		if c.Epoch <= s.lastEpoch.Load() {
+			return ResultConflict, nil
+		}
+		ch = &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time}
 		created = true
 	case !ok || ch.Epoch != c.Epoch || ch.TailID() != c.Tail:
 		return ResultConflict, nil
@@ -216,6 +241,7 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 	o = cloneRef(o)
 	chg.Opened = &o
 	if created {
+		s.takeEpoch(c.Epoch)
 		sh.m[c.Channel] = ch
 		s.count.Add(1)
 	}
@@ -295,7 +321,7 @@ func (s *State) dropCmd(c *Cmd) (Result, []Change) {
 		sh := s.shard(ref.Channel)
 		sh.mu.Lock()
 		if ch, ok := sh.m[ref.Channel]; ok && ch.Epoch == ref.Epoch && len(ch.List) == 0 {
-			delete(sh.m, ref.Channel)
+			sh.m = mapshrink.Delete(sh.m, ref.Channel, &sh.peak)
 			s.count.Add(-1)
 			changes = append(changes, Change{Channel: ref.Channel, Epoch: ch.Epoch, Dropped: true})
 		}

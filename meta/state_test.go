@@ -22,8 +22,13 @@ const (
 
 // applied encodes c, applies it through the byte path and checks every
 // channel's invariants afterwards.
+// An OPEN or CREATE written with epoch 0 gets the epoch State.NewEpoch
+// proposes, as a proposer's would.
 func applied(t *testing.T, s *State, c Cmd) Result {
 	t.Helper()
+	if (c.Kind == KindOpen || c.Kind == KindCreate) && c.Epoch == 0 {
+		c.Epoch = s.NewEpoch(c.Time)
+	}
 	r := Result(s.Apply(s.Applied()+1, AppendCmd(nil, &c))[0])
 	s.Range(func(ch *Channel) bool {
 		if e := ch.check(); e != "" {
@@ -66,6 +71,13 @@ func TestOpen_CreatesTheChannelAtPosition1(t *testing.T) {
 	// A second create-open loses: the channel exists now.
 	if r := applied(t, s, openCmd("chat", 0, 0, 0, 8, t0, "b")); r != ResultConflict {
 		t.Fatalf("second create: %v, want conflict", r)
+	}
+	// A new incarnation's epoch must be above every epoch given out.
+	if r := applied(t, s, openCmd("other", c.Epoch, 0, 0, 9, t0, "b")); r != ResultConflict {
+		t.Fatalf("create with a used epoch: %v, want conflict", r)
+	}
+	if r := applied(t, s, Cmd{Kind: KindCreate, Time: t0, Channel: "other", Epoch: c.Epoch}); r != ResultConflict {
+		t.Fatalf("CREATE with a used epoch: %v, want conflict", r)
 	}
 }
 
