@@ -112,6 +112,7 @@ type file struct {
 	PublishRate     *float64    `toml:"publish-rate"`
 	PublishBurst    *int        `toml:"publish-burst"`
 	MaxConnsPerAddr *int        `toml:"max-conns-per-addr"`
+	TrustedProxies  []string    `toml:"trusted-proxies"`
 	TLSListen       *string     `toml:"tls-listen"`
 	TLSCert         *string     `toml:"tls-cert"`
 	TLSKey          *string     `toml:"tls-key"`
@@ -355,6 +356,9 @@ func (f *file) apply(dst *Serve) error {
 	}
 	seti(&o.PublishBurst, f.PublishBurst)
 	seti(&o.MaxConnsPerAddr, f.MaxConnsPerAddr)
+	if f.TrustedProxies != nil {
+		o.TrustedProxies = append([]string(nil), f.TrustedProxies...)
+	}
 	set(&o.TLSListen, f.TLSListen)
 	set(&o.TLSCertFile, f.TLSCert)
 	set(&o.TLSKeyFile, f.TLSKey)
@@ -482,7 +486,7 @@ var fieldKeys = map[string]string{
 	"MaxRetained": "max-retained", "DedupWindow": "dedup-window", "DedupIDs": "dedup-ids", "OutboundLimit": "outbound-limit", "SlowPolicy": "slow-policy",
 	"PingInterval": "ping-interval", "HandshakeTimeout": "handshake-timeout", "IdleTimeout": "idle-timeout",
 	"FrameTimeout": "frame-timeout",
-	"PublishRate":  "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr",
+	"PublishRate":  "publish-rate", "PublishBurst": "publish-burst", "MaxConnsPerAddr": "max-conns-per-addr", "TrustedProxies": "trusted-proxies",
 	"TLSListen": "tls-listen", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",
 	"MetricsListen": "http-listen", "WSListen": "ws-listen", "WSOrigins": "ws-origins",
 	"Prefix": "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",

@@ -49,6 +49,7 @@ idle-timeout = "3s"
 publish-rate = 2.5
 publish-burst = 4
 max-conns-per-addr = 5
+trusted-proxies = ["10.0.0.0/8", "192.0.2.7"]
 tls-listen = "127.0.0.1:2"
 tls-cert = "c.pem"
 tls-key = "k.pem"
@@ -70,6 +71,7 @@ secret = "0123456789abcdef0123456789abcdef"
 	want.MaxPayload, want.MaxConns, want.MaxSubsPerConn, want.OutboundLimit = 2048, 7, 8, 1e6
 	want.SlowPolicy, want.PingInterval, want.HandshakeTimeout, want.IdleTimeout = engine.SlowDisconnect, time.Second, 2*time.Second, 3*time.Second
 	want.PublishRate, want.PublishBurst, want.MaxConnsPerAddr = 2.5, 4, 5
+	want.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.7"}
 	want.TLSListen, want.TLSCertFile, want.TLSKeyFile, want.MetricsListen = "127.0.0.1:2", "c.pem", "k.pem", "127.0.0.1:3"
 	got := s.Options
 	if got.Auth != nil || got.ChannelRules != nil {
@@ -108,6 +110,7 @@ func TestErrorsNameKeyAndProblem(t *testing.T) {
 		{`limit-size = "2 parsecs"`, []string{"limit-size", "invalid size"}},
 		{`max-retained = "-1MiB"`, []string{"max-retained"}},
 		{`slow-policy = "drop"`, []string{"slow-policy", "drop"}},
+		{`trusted-proxies = ["10.0.0.0/33"]`, []string{"trusted-proxies[0]", "CIDR"}},
 		{`log-level = "loud"`, []string{"log-level", "loud"}},
 		{`shutdown-timeout = "0s"`, []string{"shutdown-timeout", "positive"}},
 		{`drain-timeout = "-1s"`, []string{"drain-timeout", "positive"}},
@@ -142,6 +145,7 @@ func TestErrorsNameKeyAndProblem(t *testing.T) {
 func TestKeyFor(t *testing.T) {
 	for field, key := range map[string]string{
 		"MaxConnsPerAddr":               "max-conns-per-addr",
+		"TrustedProxies[1]":             "trusted-proxies[1]",
 		"ChannelRules[3].LimitLife":     "channel-rules[3].limit-life",
 		"Auth.Credentials[1].Hash":      "auth.tokens[1].hash",
 		"Auth.Roles[0].Subscribe[2]":    "auth.roles[0].subscribe[2]",

@@ -271,8 +271,11 @@ const maxPermCache = 256
 // rate limiter and activity. It lives inside conn and is owned by the
 // connection's loop like the rest of conn.
 type connSec struct {
-	ip       string // remote IP counted for the per-address limit ("" = not counted)
-	remote   string // remote IP, for logs
+	ip     string // remote IP counted for the per-address limit ("" = not counted)
+	remote string // client IP (behind a trusted proxy, the one it reported), for logs
+	// addr: how far the client address is known (clientaddr.go); until
+	// addrKnown the connection is neither counted nor refused by address.
+	addr     addrStage
 	tls      bool
 	hasToken bool
 	token    [32]byte // SHA-256 of the HELLO token

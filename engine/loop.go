@@ -308,6 +308,12 @@ func (l *loop) traffic(c *conn) gnet.Action {
 	c.noteInput(l.now)
 	buf, _ := c.gc.Peek(-1)
 	off := 0
+	if c.sec.addr == addrProxyHeader {
+		if off = l.proxyHeader(c, buf); off < 0 {
+			l.end() // the rest of a PROXY header (clientaddr.go) comes later
+			return gnet.None
+		}
+	}
 	for !c.closing && !c.closed {
 		limit := l.srv.maxBody
 		if !c.hello {

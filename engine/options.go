@@ -158,11 +158,23 @@ type Options struct {
 	// publish over the limit gets ERROR RATE_LIMITED and is dropped.
 	PublishRate  float64
 	PublishBurst int
-	// MaxConnsPerAddr caps concurrent connections from one remote IP
-	// address (0 = unlimited; default 1,024, loopback included); past it
-	// ERROR TOO_MANY_CONNECTIONS. A load generator that opens more from
-	// one address sets it.
+	// MaxConnsPerAddr caps concurrent connections from one client IP
+	// address (0 = unlimited); past it ERROR TOO_MANY_CONNECTIONS (an
+	// HTTP 503 to a WebSocket upgrade). The default, DefaultMaxConnsPerAddr,
+	// is above what one address can open to one port, so a proxy, a load
+	// balancer or a NAT in front of the server is never refused for
+	// carrying many clients, nor a load generator on loopback. Behind the
+	// proxies of TrustedProxies the client address is the one they report,
+	// so the limit counts real clients and may be set much lower.
 	MaxConnsPerAddr int
+	// TrustedProxies lists the proxies (CIDR prefixes or addresses) whose
+	// word on the client address is believed (clientaddr.go): a
+	// connection from one of them may start with a PROXY protocol v1 or
+	// v2 header (TCP, TLS and WebSocket listeners), and its WebSocket
+	// upgrade's Forwarded or X-Forwarded-For header names the client.
+	// That address is the one counted by MaxConnsPerAddr and logged.
+	// Headers from any other peer are ignored. Empty: none.
+	TrustedProxies []string
 
 	// TLSListen is a second client address served with TLS ("" = none).
 	// The certificate comes from TLSConfig if set, else from TLSCertFile
@@ -222,10 +234,18 @@ func DefaultOptions() Options {
 		HandshakeTimeout: 5 * time.Second,
 		IdleTimeout:      90 * time.Second,
 		FrameTimeout:     10 * time.Second,
-		MaxConnsPerAddr:  1024,
+		MaxConnsPerAddr:  DefaultMaxConnsPerAddr,
 		PublishBurst:     1000,
 	}
 }
+
+// DefaultMaxConnsPerAddr is the default per-address connection limit:
+// 65,536 is more connections than one source address can open to one
+// listening port (the kernel gives it at most 64,511 source ports towards
+// one destination, 28,232 with Linux's default ip_local_port_range), so
+// one proxy or NAT address in front of a listener is never refused, and
+// one address still cannot take all of MaxConns' 100,000 places.
+const DefaultMaxConnsPerAddr = 65536
 
 // ErrInvalidOptions is wrapped by every error Validate returns.
 var ErrInvalidOptions = errors.New("engine: invalid options")

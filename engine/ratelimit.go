@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rtm/sluice/internal/realip"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -176,6 +177,11 @@ func (o *Options) validateSecurity() error {
 		return optErr("PublishBurst", "must be at least 1 when PublishRate is set")
 	case o.MaxConnsPerAddr < 0:
 		return optErr("MaxConnsPerAddr", "negative")
+	}
+	for i, p := range o.TrustedProxies {
+		if _, err := realip.ParseTrusted([]string{p}); err != nil || strings.TrimSpace(p) == "" {
+			return optErr(fmt.Sprintf("TrustedProxies[%d]", i), "%q is not an IP address or CIDR prefix (10.0.0.0/8, fd00::/8)", p)
+		}
 	}
 	if o.TLSListen != "" {
 		if _, _, err := net.SplitHostPort(o.TLSListen); err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/sluice-rtm/sluice/internal/realip"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -21,6 +22,7 @@ type security struct {
 	rateInterval  int64 // GCRA parameters of PublishRate (0 = unlimited)
 	rateTolerance int64
 	addrs         *addrLimiter
+	trusted       realip.Trusted // Options.TrustedProxies
 
 	accepted atomic.Int64
 	rejected [5]atomic.Int64 // indexed like rejectReasons
@@ -47,6 +49,9 @@ func (s *Server) initSecurity() error {
 	s.auth.Store(st)
 	s.rateInterval, s.rateTolerance = rateParams(s.opts.PublishRate, s.opts.PublishBurst)
 	s.addrs = newAddrLimiter(s.opts.MaxConnsPerAddr)
+	if s.trusted, err = realip.ParseTrusted(s.opts.TrustedProxies); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -83,7 +88,9 @@ type bridged struct {
 // admit applies the per-address limit to a new connection and fills its
 // security state; it returns the ERROR to send and gnet.Close when the
 // connection is refused. Runs on the connection's loop in OnOpen; br is the
-// TLS bridge's context (nil for plain TCP).
+// TLS bridge's context (nil for plain TCP). A connection from a trusted
+// proxy is counted later, once its client's address is known
+// (clientaddr.go).
 func (s *Server) admit(c *conn, br *bridged) ([]byte, gnet.Action) {
 	c.sec.lastIn = c.opened
 	ip := hostOf(c.gc.RemoteAddr())
@@ -91,6 +98,9 @@ func (s *Server) admit(c *conn, br *bridged) ([]byte, gnet.Action) {
 		ip, c.sec.tls = br.ip, br.tls
 	}
 	c.sec.remote = ip
+	if c.sec.addr = s.firstAddrStage(ip, br); c.sec.addr != addrKnown {
+		return nil, gnet.None
+	}
 	if !s.addrs.acquire(ip) {
 		s.countReject(RejectPerAddr)
 		return c.refuse(wire.CodeTooManyConnections, fmt.Sprintf("at most %d connections per address", s.opts.MaxConnsPerAddr))

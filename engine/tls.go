@@ -196,8 +196,20 @@ func (b *tlsBridge) accept() {
 // serve completes the TLS handshake of raw and bridges it into the engine.
 func (b *tlsBridge) serve(raw net.Conn) {
 	s := b.s
-	tc := tls.Server(raw, b.cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
+	deadline := time.Now().Add(s.opts.HandshakeTimeout)
+	ip, in := hostOf(raw.RemoteAddr()), raw
+	if s.trusted.Contains(parseAddr(ip)) {
+		var err error
+		if ip, in, err = readProxyHeader(raw, ip, deadline); err != nil {
+			<-b.sem
+			s.countReject(RejectTLSHandshake)
+			s.log.Debug("PROXY header before TLS", "remote", raw.RemoteAddr(), "err", err)
+			_ = raw.Close()
+			return
+		}
+	}
+	tc := tls.Server(in, b.cfg)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	<-b.sem
@@ -207,7 +219,7 @@ func (b *tlsBridge) serve(raw net.Conn) {
 		_ = raw.Close()
 		return
 	}
-	ours, err := b.enroll(&bridged{ip: hostOf(raw.RemoteAddr()), tls: true, ws: b.ws})
+	ours, err := b.enroll(&bridged{ip: ip, tls: true, ws: b.ws})
 	if err != nil {
 		s.log.Warn("TLS bridge", "remote", raw.RemoteAddr(), "err", err)
 		_ = tc.Close()

@@ -62,8 +62,14 @@ func (l *loop) wsTraffic(c *conn) gnet.Action {
 	w := c.ws
 	buf, _ := c.gc.Peek(-1)
 	off := 0
-	if !w.up {
-		off = l.wsUpgrade(c, buf)
+	if c.sec.addr == addrProxyHeader {
+		if off = l.proxyHeader(c, buf); off < 0 {
+			l.end() // the rest of a PROXY header (clientaddr.go) comes later
+			return gnet.None
+		}
+	}
+	if !w.up && !c.closing {
+		off += l.wsUpgrade(c, buf[off:])
 	}
 	upgraded := w.up
 	progressed := false // a message (or a control frame outside one) was completed
@@ -170,6 +176,8 @@ func (l *loop) wsUpgrade(c *conn, buf []byte) int {
 	case !ws.OriginAllowed(req.Origin, req.Host, l.srv.opts.WSOrigins):
 		c.wsRefuse(403, fmt.Sprintf("origin %q is not allowed (ws-origins)", req.Origin))
 		return len(buf)
+	case c.sec.addr == addrHTTPHeaders && !l.wsAddrHeaders(c, &req):
+		return len(buf) // refused by the per-address limit
 	}
 	w.up = true
 	w.pre = ws.AppendAccept(w.pre, &req, req.SelectProtocol())

@@ -36,6 +36,11 @@ type Request struct {
 	// Extensions are the offered extension names (parameters dropped);
 	// Sluice negotiates none, so they are only reported.
 	Extensions []string
+	// Forwarded and XForwardedFor are the values of the Forwarded (RFC
+	// 7239) and X-Forwarded-For header lines, in order, as sent: only a
+	// server that trusts its peer as a proxy may believe them.
+	Forwarded     []string
+	XForwardedFor []string
 }
 
 // HandshakeError is a bad upgrade request with the HTTP status to answer.
@@ -109,6 +114,10 @@ func ParseRequest(b []byte, maxLen int) (req Request, n int, err error) {
 			haveVersion, version = true, value
 		case "origin":
 			req.Origin = value
+		case "forwarded":
+			req.Forwarded = append(req.Forwarded, value)
+		case "x-forwarded-for":
+			req.XForwardedFor = append(req.XForwardedFor, value)
 		case "sec-websocket-protocol":
 			req.Protocols = append(req.Protocols, tokens(value)...)
 		case "sec-websocket-extensions":

@@ -249,6 +249,22 @@ func TestParseRequest(t *testing.T) {
 	}
 }
 
+// TestParseRequest_ForwardingHeaders: Forwarded and X-Forwarded-For
+// lines are kept as sent, in order, for the server to believe or not.
+func TestParseRequest_ForwardingHeaders(t *testing.T) {
+	r := strings.TrimSuffix(goodReq, "\r\n") + "X-Forwarded-For: 1.1.1.1, 2.2.2.2\r\nforwarded: for=3.3.3.3\r\nX-FORWARDED-FOR: 4.4.4.4\r\n\r\n"
+	req, _, err := ws.ParseRequest([]byte(r), ws.MaxRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(req.XForwardedFor, "|") != "1.1.1.1, 2.2.2.2|4.4.4.4" || strings.Join(req.Forwarded, "|") != "for=3.3.3.3" {
+		t.Fatalf("XFF %q, Forwarded %q", req.XForwardedFor, req.Forwarded)
+	}
+	if req, _, _ := ws.ParseRequest([]byte(goodReq), ws.MaxRequest); req.XForwardedFor != nil || req.Forwarded != nil {
+		t.Fatalf("without the headers: %+v", req)
+	}
+}
+
 func TestParseRequestRejects(t *testing.T) {
 	edit := func(old, new string) string { return strings.Replace(goodReq, old, new, 1) }
 	cases := map[string]struct {
