@@ -117,7 +117,7 @@ func TestSlowlorisNodeRecordIsClosed(t *testing.T) {
 // the connections of one address.
 func TestDefaultAbuseLimits(t *testing.T) {
 	o := DefaultOptions()
-	if o.FrameTimeout != 10*time.Second || o.MaxConnsPerAddr != 1024 {
+	if o.FrameTimeout != 10*time.Second || o.MaxConnsPerAddr != DefaultMaxConnsPerAddr {
 		t.Fatalf("FrameTimeout %v, MaxConnsPerAddr %d", o.FrameTimeout, o.MaxConnsPerAddr)
 	}
 	o.FrameTimeout = -1
