@@ -11,10 +11,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-rtm/sluice/engine"
+	"github.com/sluice-rtm/sluice/wire"
 )
 
 const (
@@ -357,4 +359,41 @@ func TestClusterDrainCommand(t *testing.T) {
 		t.Fatalf("b's log does not show the drain:\n%s", logs)
 	}
 	c.waitStatus("a sees b gone", 20*time.Second, func(st engine.Status) bool { return aliveMembers(st) == 1 }, a)
+}
+
+// TestClusterDrainGoesOnAfterOneSIGTERM: Kubernetes runs 'sluice cluster
+// drain' as the preStop hook and sends SIGTERM as soon as the hook
+// returned, while the node drains: that first signal must not cut the
+// drain short (a second one does). A client that ignores GOAWAY keeps b
+// draining until its --drain-timeout, so the signal surely comes during
+// the drain.
+func TestClusterDrainGoesOnAfterOneSIGTERM(t *testing.T) {
+	c := newMPCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	c.start(a)
+	b.Start(t, []string{clusterSecretEnv + "=" + mpSecret}, c.bin, "serve", "--node-name", "b", "--listen", b.client,
+		"--cluster-listen", b.gossip, "--join", a.gossip, "--loops", "2", "--drain-timeout", "3s", "--shutdown-timeout", "2s")
+	c.waitStatus("two alive members", 30*time.Second, func(st engine.Status) bool { return aliveMembers(st) == 2 }, a, b)
+	stubborn, err := net.DialTimeout("tcp", b.client, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stubborn.Close()
+	if _, err := stubborn.Write(wire.AppendHello(nil, 1, wire.Hello{MinVersion: 1, MaxVersion: 1, Name: "stubborn"})); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxE2E(t)
+	if code, out, errs := runCmd(ctx, "", "cluster", "drain", "b", "--server", a.client, "--secret", mpSecret); code != exitOK {
+		t.Fatalf("drain b: code %d stdout %q stderr %q", code, out, errs)
+	}
+	b.Signal(t, syscall.SIGTERM)
+	select {
+	case <-b.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not exit after its drain")
+	}
+	logs, _ := os.ReadFile(b.Log)
+	if code := b.ExitCode(); code != 0 || !strings.Contains(string(logs), "the drain goes on") || strings.Contains(string(logs), "cut short") {
+		t.Fatalf("b exited with %d; its log:\n%s", code, logs)
+	}
 }

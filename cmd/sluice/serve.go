@@ -217,6 +217,7 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 	}
 	log.Info("ready", attrs...)
 	drainReq := srv.DrainRequested() // nil (never ready) on a single node
+	asked := false                   // the drain was asked for, not signalled
 	for running := true; running; {
 		select {
 		case <-hup:
@@ -225,14 +226,14 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 			running = false
 		case <-drainReq:
 			log.Info("asked to drain (sluice cluster drain)")
-			running = false
+			running, asked = false, true
 		case <-srv.Done():
 			log.Error("server stopped unexpectedly")
 			return exitFail
 		}
 	}
 	if _, ok := srv.Cluster(); ok {
-		drain(log, srv, cfg.drainTimeout)
+		drain(log, srv, cfg.drainTimeout, asked)
 	}
 	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
@@ -246,8 +247,12 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 }
 
 // drain drains a cluster node (engine.Server.Drain) for at most timeout;
-// a further SIGINT or SIGTERM cuts it short.
-func drain(log *slog.Logger, srv *engine.Server, timeout time.Duration) {
+// a further SIGINT or SIGTERM cuts it short. When the drain was asked for
+// (asked: 'sluice cluster drain', such as a Kubernetes preStop hook runs)
+// rather than signalled, the first signal is the one that would have
+// started it (Kubernetes sends SIGTERM once the hook returned) and only
+// the second cuts it short.
+func drain(log *slog.Logger, srv *engine.Server, timeout time.Duration, asked bool) {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(term)
@@ -257,6 +262,14 @@ func drain(log *slog.Logger, srv *engine.Server, timeout time.Duration) {
 	cut := make(chan struct{})
 	go func() { // ends with the drain (cancel)
 		defer close(cut)
+		if asked {
+			select {
+			case <-term:
+				log.Info("signal received while draining: the drain goes on (a second signal cuts it short)")
+			case <-ctx.Done():
+				return
+			}
+		}
 		select {
 		case <-term:
 			log.Warn("signal received again: the drain is cut short")
