@@ -231,17 +231,23 @@ clients get GOAWAY and resume on other nodes; the streamlets it holds are
 copied to other nodes; then it exits (at the latest after its
 --drain-timeout). The command returns once the drain started; 'sluice
 cluster status' shows the node as draining until it is gone. It speaks the
-node protocol, so it needs the cluster secret like 'cluster status'.`
+node protocol, so it needs the cluster secret like 'cluster status'.
+With --self instead of NODE, the node --server names drains itself (a
+Kubernetes preStop hook: 'sluice cluster drain --self --server
+127.0.0.1:7400' in the pod, whose name the hook cannot pass).`
 
 func runClusterDrain(ctx context.Context, std stdio, args []string) int {
-	fs := newFlagSet("cluster drain", "NODE [--server HOST:PORT] [--secret SECRET | --config FILE] [--timeout DUR]", clusterDrainDescription)
+	fs := newFlagSet("cluster drain", "NODE|--self [--server HOST:PORT] [--secret SECRET | --config FILE] [--timeout DUR]", clusterDrainDescription)
+	self := fs.Bool("self", false, "drain the node that --server names, whatever its name")
 	cfg, pos, err := parseClusterStatus(fs, args)
 	if code, done := parseExit(fs, std, err); done {
 		return code
 	}
 	switch {
-	case len(pos) == 0:
-		return usageError(fs, std, errors.New("missing NODE (a member's name)"))
+	case len(pos) == 0 && !*self:
+		return usageError(fs, std, errors.New("missing NODE (a member's name) or --self"))
+	case len(pos) > 0 && *self:
+		return usageError(fs, std, fmt.Errorf("NODE %q and --self: give one", pos[0]))
 	case len(pos) > 1:
 		return usageError(fs, std, fmt.Errorf("unexpected argument %q", pos[1]))
 	}
@@ -255,6 +261,17 @@ func runClusterDrain(ctx context.Context, std stdio, args []string) int {
 			return fail(err)
 		}
 		cfg.secret = c.Secret
+	}
+	if *self {
+		doc, err := fetchStatus(ctx, cfg.server, cfg.secret, cfg.timeout)
+		if err != nil {
+			return fail(err)
+		}
+		var st engine.Status
+		if err := json.Unmarshal(doc, &st); err != nil || st.Node == "" {
+			return fail(fmt.Errorf("%w: %s answered no node name (%v)", errStatusFailed, cfg.server, err))
+		}
+		pos = []string{st.Node}
 	}
 	var e wire.NodeEnc
 	e.Str8(pos[0])

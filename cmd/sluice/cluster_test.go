@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/engine"
+	"github.com/sluice-rtm/sluice/internal/proctest"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -383,9 +384,21 @@ func TestClusterDrainGoesOnAfterOneSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxE2E(t)
-	if code, out, errs := runCmd(ctx, "", "cluster", "drain", "b", "--server", a.client, "--secret", mpSecret); code != exitOK {
-		t.Fatalf("drain b: code %d stdout %q stderr %q", code, out, errs)
+	if code, _, errs := runCmd(ctx, "", "cluster", "drain", "b", "--self", "--server", b.client, "--secret", mpSecret); code != exitUsage ||
+		!strings.Contains(errs, "give one") {
+		t.Fatalf("NODE and --self: code %d stderr %q", code, errs)
 	}
+	// As the chart's preStop hook asks: the node at --server, by itself.
+	if code, out, errs := runCmd(ctx, "", "cluster", "drain", "--self", "--server", b.client, "--secret", mpSecret); code != exitOK ||
+		!strings.Contains(out, "node b drains") {
+		t.Fatalf("drain --self: code %d stdout %q stderr %q", code, out, errs)
+	}
+	// The signal must come after b took the request (else the signal
+	// starts the drain, which is fine too but not this test's case).
+	proctest.WaitUntil(t, "b to take the drain request", 10*time.Second, 20*time.Millisecond, func() (bool, string) {
+		logs, _ := os.ReadFile(b.Log)
+		return strings.Contains(string(logs), "asked to drain"), ""
+	})
 	b.Signal(t, syscall.SIGTERM)
 	select {
 	case <-b.Exited():
