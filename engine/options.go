@@ -241,8 +241,9 @@ func DefaultOptions() Options {
 
 // DefaultMaxConnsPerAddr is the default per-address connection limit:
 // 65,536 is more connections than one source address can open to one
-// listening port (the kernel gives it at most 64,511 source ports towards
-// one destination, 28,232 with Linux's default ip_local_port_range), so
+// listening port (the kernel gives it at most the 64,512 source ports
+// 1024-65535 towards one destination, 28,232 with Linux's default
+// ip_local_port_range), so
 // one proxy or NAT address in front of a listener is never refused, and
 // one address still cannot take all of MaxConns' 100,000 places.
 const DefaultMaxConnsPerAddr = 65536
