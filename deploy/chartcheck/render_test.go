@@ -261,4 +261,3 @@ func TestAlertsInGuideAreTheChartsRules(t *testing.T) {
 		}
 	}
 }
-
