@@ -52,7 +52,7 @@ func testLogger() *slog.Logger {
 // testConfig is a Config with timings for tests on a loaded machine.
 func testConfig(name, dir string) Config {
 	return Config{
-		Node: name, Bind: "127.0.0.1:0", Secret: testSecret, DataDir: dir, Logger: testLogger(),
+		Node: name, Bind: "127.0.0.1:0", Secret: testSecret, DataDir: dir, Logger: testLogger().With("node", name),
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		ReconcileInterval: 50 * time.Millisecond, StableAfter: 200 * time.Millisecond, DeadAfter: time.Second,

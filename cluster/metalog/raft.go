@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/sluice-rtm/sluice/internal/owned"
 )
@@ -85,22 +84,16 @@ func openStores(cfg Config) (stores, error) {
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return stores{}, fmt.Errorf("metalog: data directory: %w", err)
 	}
-	// The WAL does not close a meta store it opened itself (its bolt file
-	// stays locked), so it gets one that is closed here.
-	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(walDir, wal.WithMetaStore(meta), wal.WithSegmentSize(cfg.SegmentSize),
-		wal.WithLogger(newHCLog(cfg.Logger, "raft-wal")))
+	w, err := wal.Open(walDir, wal.WithSegmentSize(cfg.SegmentSize), wal.WithLogger(newHCLog(cfg.Logger, "raft-wal")))
 	if err != nil {
-		_ = meta.Close()
 		return stores{}, fmt.Errorf("metalog: opening the log in %s: %w", walDir, err)
 	}
-	closeAll := func() error { return errors.Join(w.Close(), meta.Close()) }
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, newHCLog(cfg.Logger, "raft-snapshot"))
 	if err != nil {
-		_ = closeAll()
+		_ = w.Close()
 		return stores{}, fmt.Errorf("metalog: snapshot store: %w", err)
 	}
-	return stores{logs: w, stable: w, snaps: snaps, close: closeAll}, nil
+	return stores{logs: w, stable: w, snaps: snaps, close: w.Close}, nil
 }
 
 // NewRaft starts this node's Raft log over fsm: it opens the stores, takes
@@ -180,8 +173,8 @@ func start(cfg Config, fsm FSM, st stores) (*Raft, error) {
 	})
 	r.raft.RegisterObserver(r.obs)
 	r.refreshLeadership()
-	r.changed <- struct{}{} // the initial state, whatever it is
-	r.kick <- struct{}{}
+	signal(r.changed) // the initial state, whatever it is
+	signal(r.kick)
 	r.wg.Add(2)
 	r.g.Go(r.watchLeadership, r.wg.Done)
 	r.g.Go(r.reconcileLoop, r.wg.Done)

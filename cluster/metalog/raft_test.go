@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -227,4 +230,210 @@ func TestRaft_OutsiderCannotVoteOrAppend(t *testing.T) {
 	if got := c.leader(); got != l || got.log.Leadership().Term != ld.Term {
 		t.Fatalf("leadership moved: %s term %d, was %s term %d", got.name, got.log.Leadership().Term, l.name, ld.Term)
 	}
+}
+
+// TestRaft_RestartKeepsIdentityAndState: every node of a three-node
+// cluster with data directories is shut down and started again (on new
+// ports): each keeps its server id, the cluster elects a leader through the
+// addresses the membership advertises now, the state is back, and commits
+// go on.
+func TestRaft_RestartKeepsIdentityAndState(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.startAll(true, "a", "b", "c")
+	c.waitVoters("a", "b", "c")
+	want := make(map[string]string)
+	for i := range 20 {
+		k := fmt.Sprintf("k%d", i)
+		c.propose(setCmd(k, "v"))
+		want[k] = "v"
+	}
+	c.waitState(want)
+	ids := make(map[string]string)
+	for _, n := range c.live() {
+		ids[n.name] = n.log.Advert().ServerID
+		c.kill(n)
+	}
+	c.startAll(true, "a", "b", "c")
+	for _, n := range c.live() {
+		if a := n.log.Advert(); a.ServerID != ids[n.name] || !a.Bootstrapped || n.log.bootstraps.Load() != 0 {
+			t.Fatalf("%s restarted as %+v (was %s), bootstraps %d", n.name, a, ids[n.name], n.log.bootstraps.Load())
+		}
+	}
+	c.propose(setCmd("after", "v"))
+	want["after"] = "v"
+	c.waitState(want)
+	c.waitVoters("a", "b", "c")
+}
+
+// TestRaft_WipedNodeRejoinsAsNewServer: a voter that lost its data
+// directory comes back under a new server id; the leader removes the old
+// id, adds the new one as a non-voter, promotes it once caught up, and its
+// state is rebuilt from the others.
+func TestRaft_WipedNodeRejoinsAsNewServer(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.startAll(true, "a", "b", "c")
+	c.waitVoters("a", "b", "c")
+	c.propose(setCmd("k", "v"))
+	var victim *testNode
+	for _, n := range c.live() {
+		if _, self := n.log.Leader(); !self {
+			victim = n
+		}
+	}
+	oldID := victim.log.Advert().ServerID
+	c.kill(victim)
+	if err := os.RemoveAll(victim.dir); err != nil {
+		t.Fatal(err)
+	}
+	c.start(victim.name, true, nil)
+	newID := victim.log.Advert().ServerID
+	if newID == oldID {
+		t.Fatal("same server id after the directory was lost")
+	}
+	c.waitVoters("a", "b", "c")
+	waitFor(t, testTimeout, "the old id gone from every configuration", func() bool {
+		for _, n := range c.live() {
+			st := n.log.Status()
+			for _, s := range append(st.Voters, st.NonVoters...) {
+				if s.ID == oldID {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if victim.log.bootstraps.Load() != 0 {
+		t.Fatal("the wiped node bootstrapped a cluster of its own")
+	}
+	c.propose(setCmd("k2", "v"))
+	c.waitState(map[string]string{"k": "v", "k2": "v"})
+}
+
+// TestRaft_SnapshotRestoreTruncate: with a low snapshot threshold the
+// nodes take snapshots and truncate their logs; a node joining afterwards
+// is brought up by a snapshot install; a node restarted from its directory
+// restores its snapshot and replays the rest.
+func TestRaft_SnapshotRestoreTruncate(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) {
+		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 32, 20*time.Millisecond, 8
+		cfg.SegmentSize = 64 << 10 // whole segments go once a snapshot covers them
+	})
+	c.startAll(true, "a", "b", "c")
+	c.waitVoters("a", "b", "c")
+	want := make(map[string]string)
+	pad := strings.Repeat("x", 1000)
+	for i := range 300 {
+		k, v := fmt.Sprintf("k%03d", i), fmt.Sprint(i)+pad
+		c.propose(setCmd(k, v))
+		want[k] = v
+	}
+	c.waitState(want)
+	waitFor(t, testTimeout, "snapshots and truncated logs everywhere", func() bool {
+		for _, n := range c.live() {
+			st := n.log.Status()
+			if st.SnapshotIndex == 0 || st.FirstIndex <= 1 || st.LastIndex-st.FirstIndex > 200 {
+				return false
+			}
+		}
+		return true
+	})
+	d := c.start("d", true, nil)
+	c.waitState(want, d)
+	if st := d.log.Status(); st.SnapshotIndex == 0 {
+		t.Fatalf("the late node holds no snapshot: %+v", st)
+	}
+	var b *testNode
+	for _, n := range c.live() {
+		if _, self := n.log.Leader(); !self && n.name != "d" {
+			b = n
+		}
+	}
+	c.kill(b)
+	c.start(b.name, true, nil)
+	c.waitState(want, b)
+	c.propose(setCmd("after", "1"))
+	want["after"] = "1"
+	c.waitState(want)
+}
+
+// TestRaft_DeadVoterReplaced: with four members (three voters, one
+// non-voter), a voter that dies is removed once dead past DeadAfter and
+// the non-voter takes its seat.
+func TestRaft_DeadVoterReplaced(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.startAll(false, "a", "b", "c")
+	c.waitVoters("a", "b", "c")
+	c.start("d", false, nil)
+	waitFor(t, testTimeout, "d a non-voter", func() bool {
+		_, nv := voterNames(c.leader())
+		return fmt.Sprint(nv) == "[d]"
+	})
+	l := c.leader()
+	var victim *testNode
+	for _, n := range c.live() {
+		if n != l && n.name != "d" {
+			victim = n
+		}
+	}
+	c.kill(victim)
+	rest := []string{"a", "b", "c", "d"}
+	rest = slices.DeleteFunc(rest, func(s string) bool { return s == victim.name })
+	c.waitVoters(rest...)
+	for _, n := range c.live() {
+		if _, nv := voterNames(n); len(nv) != 0 {
+			t.Fatalf("%s: non-voters %v", n.name, nv)
+		}
+	}
+	c.propose(setCmd("k", "v"))
+	c.waitState(map[string]string{"k": "v"})
+}
+
+// TestRaft_BootstrapExpectWaits: with bootstrap-expect 3, two nodes wait
+// (many reconcile rounds, no state, no leader); when the third appears
+// only the smallest-named bootstraps and all three end as voters.
+func TestRaft_BootstrapExpectWaits(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.BootstrapExpect = 3 })
+	c.startAll(false, "b", "c")
+	waitFor(t, testTimeout, "20 reconcile rounds on each node", func() bool {
+		for _, n := range c.live() {
+			if n.log.rounds.Load() < 20 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range c.live() {
+		if n.log.Advert().Bootstrapped || n.log.bootstraps.Load() != 0 || n.log.Status().Term != 0 {
+			t.Fatalf("%s did not wait: %+v", n.name, n.log.Status())
+		}
+	}
+	c.start("a", false, nil)
+	c.waitVoters("a", "b", "c")
+	for _, n := range c.live() {
+		if got, want := n.log.bootstraps.Load(), map[bool]int64{true: 1}[n.name == "a"]; got != want {
+			t.Fatalf("%s bootstrapped %d times", n.name, got)
+		}
+	}
+}
+
+// TestRaft_DrainingLeaderHandsOver: with four members (three voters), a
+// leader whose node drains hands its leadership to another voter, which
+// demotes it and promotes the fourth member in its place.
+func TestRaft_DrainingLeaderHandsOver(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.startAll(false, "a", "b", "c", "d")
+	c.waitVoters("a", "b", "c")
+	old := c.leader()
+	c.update(old.name, func(m *Member) { m.Draining = true })
+	var l *testNode
+	waitFor(t, testTimeout, "a new leader", func() bool {
+		l = c.leader()
+		return l != old
+	})
+	waitFor(t, testTimeout, "the drained node demoted", func() bool {
+		v, nv := voterNames(l)
+		return len(v) == 3 && !slices.Contains(v, old.name) && slices.Contains(nv, old.name)
+	})
+	c.propose(setCmd("k", "v"))
+	c.waitState(map[string]string{"k": "v"})
 }
