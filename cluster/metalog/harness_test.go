@@ -25,7 +25,7 @@ import (
 const testTimeout = 30 * time.Second
 
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	mod    func(*Config)
 	logger *slog.Logger
 
@@ -63,7 +63,7 @@ func testConfig(name, dir string) Config {
 // newTestCluster returns an empty cluster; mod adjusts every node's
 // Config. Its cleanup shuts every node down and checks that none of their
 // goroutines outlive Shutdown.
-func newTestCluster(t *testing.T, mod func(*Config)) *testCluster {
+func newTestCluster(t testing.TB, mod func(*Config)) *testCluster {
 	c := &testCluster{t: t, mod: mod, logger: testLogger(), nodes: make(map[string]*testNode), members: make(map[string]*Member)}
 	t.Cleanup(func() {
 		for _, n := range c.all() {

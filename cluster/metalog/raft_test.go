@@ -437,3 +437,80 @@ func TestRaft_DrainingLeaderHandsOver(t *testing.T) {
 	c.propose(setCmd("k", "v"))
 	c.waitState(map[string]string{"k": "v"})
 }
+
+// TestRaft_Refusals: a command over MaxCommand, an expired context and a
+// shut down log are refused without reaching the FSM; Status and Leader
+// still answer after Shutdown, which is idempotent.
+func TestRaft_Refusals(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.MaxCommand = 16 })
+	a := c.start("a", false, nil)
+	c.leader()
+	if _, _, err := a.log.Propose(context.Background(), setCmd("key", "a value too long")); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, _, err := a.log.Propose(ctx, setCmd("k", "v")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired: %v", err)
+	}
+	if err := a.log.Barrier(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired barrier: %v", err)
+	}
+	r := a.log
+	c.shutdown(a)
+	if err := r.Shutdown(); err != nil {
+		t.Fatalf("second shutdown: %v", err)
+	}
+	if _, _, err := r.Propose(context.Background(), setCmd("k", "v")); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("after shutdown: %v", err)
+	}
+	if err := r.Barrier(context.Background()); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("barrier after shutdown: %v", err)
+	}
+	if st := r.Status(); st.State != "shutdown" || st.Self || len(st.Voters) != 1 {
+		t.Fatalf("status after shutdown: %+v", st)
+	}
+	if _, self := r.Leader(); self {
+		t.Fatal("a shut down log leads")
+	}
+	if a.fsm.applied != 0 {
+		t.Fatalf("%d commands applied", a.fsm.applied)
+	}
+}
+
+// TestConfig_Validate: defaults validate; each bound is enforced.
+func TestConfig_Validate(t *testing.T) {
+	ok := Config{Node: "a", Bind: "127.0.0.1:0"}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := []func(*Config){
+		func(c *Config) { c.Node = "" },
+		func(c *Config) { c.Bind = "" },
+		func(c *Config) { c.BootstrapExpect = -1 },
+		func(c *Config) { c.HeartbeatTimeout, c.ElectionTimeout = 2*time.Second, time.Second },
+		func(c *Config) { c.LeaderLeaseTimeout = 2 * time.Second },
+		func(c *Config) { c.MaxAppendEntries = 2000 },
+		func(c *Config) { c.SnapshotRetain = -1 },
+		func(c *Config) { c.SegmentSize = 1000 },
+		func(c *Config) { c.MaxVoters = 4 },
+		func(c *Config) { c.DeadAfter = -time.Second },
+		func(c *Config) { c.MaxInbound = -1 },
+		func(c *Config) { c.MaxCommand = -1 },
+	}
+	for i, mod := range bad {
+		c := ok
+		mod(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+	long := Config{Node: strings.Repeat("n", MaxNodeName+1), Bind: "127.0.0.1:0"}
+	if _, err := NewRaft(long, newKV()); !errors.Is(err, ErrConfig) {
+		t.Errorf("long name: %v", err)
+	}
+	unspec := Config{Node: "a", Bind: "0.0.0.0:0"}
+	if _, err := NewRaft(unspec, newKV()); !errors.Is(err, ErrConfig) {
+		t.Errorf("unspecified advertise: %v", err)
+	}
+}

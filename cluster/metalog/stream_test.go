@@ -17,7 +17,7 @@ import (
 const testSecret = "0123456789abcdef0123456789abcdef"
 
 // newTestStream starts a stream layer for server id on loopback.
-func newTestStream(t *testing.T, id, secret string, mod func(*streamOptions)) *streamLayer {
+func newTestStream(t testing.TB, id, secret string, mod func(*streamOptions)) *streamLayer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +40,7 @@ func newTestStream(t *testing.T, id, secret string, mod func(*streamOptions)) *s
 }
 
 // waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
