@@ -141,12 +141,15 @@ type authTable struct {
 	Anonymous string      `toml:"anonymous"`
 	Roles     []roleTable `toml:"roles"`
 	Tokens    []tokenTab  `toml:"tokens"`
+	JWT       *jwtTable   `toml:"jwt"`
 }
 
 type roleTable struct {
 	Name      string   `toml:"name"`
 	Publish   []string `toml:"publish"`
 	Subscribe []string `toml:"subscribe"`
+	History   []string `toml:"history"`  // absent: subscribe's
+	Presence  []string `toml:"presence"` // absent: subscribe's
 }
 
 type tokenTab struct {
@@ -389,10 +392,18 @@ func (f *file) apply(dst *Serve) error {
 	if f.Auth != nil {
 		a := &engine.AuthConfig{Anonymous: f.Auth.Anonymous}
 		for _, r := range f.Auth.Roles {
-			a.Roles = append(a.Roles, engine.Role{Name: r.Name, Publish: r.Publish, Subscribe: r.Subscribe})
+			a.Roles = append(a.Roles, engine.Role{Name: r.Name, Publish: r.Publish, Subscribe: r.Subscribe,
+				History: r.History, Presence: r.Presence})
 		}
 		for _, t := range f.Auth.Tokens {
 			a.Credentials = append(a.Credentials, engine.Credential{Name: t.Name, Hash: t.Hash, Role: t.Role})
+		}
+		if f.Auth.JWT != nil {
+			j, err := f.Auth.JWT.engine()
+			if err != nil {
+				return err
+			}
+			a.JWT = j
 		}
 		o.Auth = a
 	}
@@ -491,6 +502,8 @@ var fieldKeys = map[string]string{
 	"MetricsListen": "http-listen", "WSListen": "ws-listen", "WSOrigins": "ws-origins",
 	"Prefix": "prefix", "Anonymous": "anonymous", "Roles": "roles", "Credentials": "tokens",
 	"Name": "name", "Publish": "publish", "Subscribe": "subscribe", "Hash": "hash", "Role": "role",
+	"History": "history", "Presence": "presence", "JWT": "jwt", "Keys": "keys", "JWKS": "jwks-file",
+	"Leeway": "leeway", "Grace": "grace", "MaxInfo": "max-info",
 	"ChannelRules": "channel-rules", "Auth": "auth",
 	"Cluster": "cluster", "Advertise": "advertise", "ClientAdvertise": "client-advertise", "Join": "join",
 	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout", "ClockSkew": "clock-skew",

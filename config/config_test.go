@@ -252,3 +252,34 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestRoleHistoryAndPresenceKeys: a role's history and presence keys
+// reach engine.Role; an absent key stays nil (the subscribe patterns
+// apply), an empty list stays empty (no channel).
+func TestRoleHistoryAndPresenceKeys(t *testing.T) {
+	doc := `
+[[auth.roles]]
+name = "a"
+subscribe = ["x.>"]
+history = []
+presence = ["x.y"]
+[[auth.roles]]
+name = "b"
+subscribe = ["x.>"]
+`
+	s := Default()
+	if err := Parse([]byte(doc), &s); err != nil {
+		t.Fatal(err)
+	}
+	r := s.Options.Auth.Roles
+	if r[0].History == nil || len(r[0].History) != 0 || !reflect.DeepEqual(r[0].Presence, []string{"x.y"}) {
+		t.Fatalf("role a: history %#v presence %#v", r[0].History, r[0].Presence)
+	}
+	if r[1].History != nil || r[1].Presence != nil {
+		t.Fatalf("role b: history %#v presence %#v, want nil", r[1].History, r[1].Presence)
+	}
+	if err := Parse([]byte("[[auth.roles]]\nname = \"c\"\npresence = [\"a.>.b\"]\n"), &s); err == nil ||
+		!strings.Contains(err.Error(), "auth.roles[0].presence[0]") {
+		t.Fatalf("bad presence pattern: %v", err)
+	}
+}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -20,12 +19,22 @@ type Role struct {
 	Name      string
 	Publish   []string // channels the role may publish to
 	Subscribe []string // channels the role may subscribe to
+	// History: channels whose retained messages the role may read, i.e.
+	// subscribe with a start other than live (earliest, a position, last
+	// N, since T; a resume after a reconnect is a start at a position).
+	// nil: the Subscribe patterns; empty but not nil: none.
+	History []string
+	// Presence: channels whose presence and occupancy the role may read.
+	// nil: the Subscribe patterns; empty but not nil: none.
+	Presence []string
 }
 
 // Credential maps a token, known only by its hash (see HashToken), to a
 // role.
 type Credential struct {
-	// Name identifies the credential in logs; it is never sent to clients.
+	// Name identifies the credential in logs, and is the client id of
+	// the connections that present this token (the id presence reports to
+	// other clients; "" = none).
 	Name string
 	// Hash is HashToken(token): "sha256:" and 64 lower-case hex digits.
 	Hash string
@@ -44,6 +53,9 @@ type AuthConfig struct {
 	// Anonymous is the role of clients that send no token ("" = they are
 	// refused with ERROR UNAUTHENTICATED).
 	Anonymous string
+	// JWT accepts signed, expiring tokens (JSON Web Tokens) besides the
+	// static ones (jwt.go, docs/auth.md); nil: none.
+	JWT *JWTConfig
 }
 
 // hashPrefix starts every token hash.
@@ -72,98 +84,55 @@ func parseHash(s string) ([32]byte, error) {
 	return h, nil
 }
 
-// pattern is a compiled channel pattern.
-type pattern struct {
-	toks []string // literal tokens or "*"
-	tail bool     // ends with ">": one or more further tokens
-}
+// capability is a right a connection may have on a channel
+// (docs/auth.md). Each is granted by a list of channel patterns: a role's,
+// or a JWT's caps claim.
+type capability uint8
 
-func compilePattern(s string) (pattern, error) {
-	if s == "" {
-		return pattern{}, fmt.Errorf("empty pattern")
-	}
-	if len(s) > wire.MaxChannelLen {
-		return pattern{}, fmt.Errorf("pattern longer than %d bytes", wire.MaxChannelLen)
-	}
-	parts := strings.Split(s, ".")
-	var p pattern
-	for i, t := range parts {
-		switch {
-		case t == "":
-			return pattern{}, fmt.Errorf("pattern %q has an empty token", s)
-		case t == ">":
-			if i != len(parts)-1 {
-				return pattern{}, fmt.Errorf("pattern %q: \">\" must be the last token", s)
+const (
+	capPublish   capability = iota // PUBLISH to the channel
+	capSubscribe                   // SUBSCRIBE to it (and keep the subscription)
+	capHistory                     // SUBSCRIBE with a start other than live
+	capPresence                    // read the channel's presence and occupancy
+	numCaps
+)
+
+var capNames = [numCaps]string{"publish", "subscribe", "history", "presence"}
+
+func (cp capability) String() string { return capNames[cp] }
+
+// capSet holds the compiled channel patterns of each capability.
+type capSet [numCaps][]pattern
+
+// compileCaps compiles the pattern lists of a role or token; a nil
+// history or presence list takes subscribe's patterns. field names the
+// source in errors ("Auth.Roles[0]"); its lists are named by fieldOf.
+func compileCaps(lists [numCaps][]string, field func(capability, int) string) (*capSet, error) {
+	cs := new(capSet)
+	for cp := range numCaps {
+		for j, s := range lists[cp] {
+			p, err := compilePattern(s)
+			if err != nil {
+				return nil, optErr(field(cp, j), "%v", err)
 			}
-			p.tail = true
-			continue
-		case t != "*" && strings.ContainsAny(t, "*>"):
-			return pattern{}, fmt.Errorf("pattern %q: \"*\" and \">\" must be whole tokens", s)
+			cs[cp] = append(cs[cp], p)
 		}
-		p.toks = append(p.toks, t)
 	}
-	if err := wire.ValidChannel([]byte(strings.NewReplacer("*", "x", ">", "x").Replace(s))); err != nil {
-		return pattern{}, fmt.Errorf("pattern %q: %v", s, err)
+	for _, cp := range []capability{capHistory, capPresence} {
+		if lists[cp] == nil {
+			cs[cp] = cs[capSubscribe]
+		}
 	}
-	return p, nil
+	return cs, nil
 }
 
-// match reports whether channel name matches p. It does not allocate.
-// A wildcard never matches an empty token: "*" is exactly one non-empty
-// token and ">" one or more non-empty tokens, so "a.*" does not match
-// "a." and "a.>" does not match "a." or "a.b." (channel names may have
-// empty tokens; a permission on a prefix's children is not one on those).
-func (p *pattern) match(name []byte) bool {
-	pos := 0 // start of the next token; len(name)+1 once none is left
-	for _, t := range p.toks {
-		if pos > len(name) {
-			return false
-		}
-		var tok []byte
-		if i := bytes.IndexByte(name[pos:], '.'); i >= 0 {
-			tok, pos = name[pos:pos+i], pos+i+1
-		} else {
-			tok, pos = name[pos:], len(name)+1
-		}
-		if t == "*" {
-			if len(tok) == 0 {
-				return false
-			}
-		} else if string(tok) != t {
-			return false
-		}
-	}
-	if p.tail {
-		if pos > len(name) {
-			return false
-		}
-		// Every remaining token is non-empty: no leading, trailing or
-		// doubled dot in name[pos:].
-		rest := name[pos:]
-		return len(rest) > 0 && rest[0] != '.' && rest[len(rest)-1] != '.' && !bytes.Contains(rest, []byte(".."))
-	}
-	return pos == len(name)+1
-}
-
-// compiledRole is a compiled Role.
-type compiledRole struct {
-	name     string
-	pub, sub []pattern
-}
-
-func matchAny(ps []pattern, name []byte) bool {
-	for i := range ps {
-		if ps[i].match(name) {
-			return true
-		}
-	}
-	return false
-}
-
-// principal is who a connection authenticated as.
+// principal is who a connection authenticated as: a static credential's
+// (shared by its connections), the anonymous role's, or one verified JWT's.
 type principal struct {
-	name string // credential name, "anonymous" for the anonymous role
-	role *compiledRole
+	name     string // for logs: the credential name, "anonymous", or "jwt:" and the sub
+	clientID string // conn.clientID (docs/auth.md)
+	info     []byte // conn.clientInfo
+	caps     *capSet
 }
 
 // authState is a compiled, immutable AuthConfig. A server holds the
@@ -172,6 +141,7 @@ type principal struct {
 type authState struct {
 	byHash map[[32]byte]*principal
 	anon   *principal
+	jwt    *jwtState // nil: JWTs are not accepted
 }
 
 // validate checks the configuration; errors name the field (relative to
@@ -186,11 +156,15 @@ func (a *AuthConfig) validate() error {
 // "Auth.Credentials[1].Hash").
 func (a *AuthConfig) Validate() error { return a.validate() }
 
+// roleFields names Role's pattern lists in errors, by capability.
+var roleFields = [numCaps]string{"Publish", "Subscribe", "History", "Presence"}
+
 func compileAuth(a *AuthConfig) (*authState, error) {
 	if a == nil {
 		return nil, nil
 	}
-	roles := make(map[string]*compiledRole, len(a.Roles))
+	var err error
+	roles := make(map[string]*capSet, len(a.Roles))
 	for i, r := range a.Roles {
 		f := fmt.Sprintf("Auth.Roles[%d]", i)
 		if r.Name == "" {
@@ -199,22 +173,12 @@ func compileAuth(a *AuthConfig) (*authState, error) {
 		if roles[r.Name] != nil {
 			return nil, optErr(f+".Name", "role %q is defined twice", r.Name)
 		}
-		cr := &compiledRole{name: r.Name}
-		for j, s := range r.Publish {
-			p, err := compilePattern(s)
-			if err != nil {
-				return nil, optErr(fmt.Sprintf("%s.Publish[%d]", f, j), "%v", err)
-			}
-			cr.pub = append(cr.pub, p)
+		cs, err := compileCaps([numCaps][]string{r.Publish, r.Subscribe, r.History, r.Presence},
+			func(cp capability, j int) string { return fmt.Sprintf("%s.%s[%d]", f, roleFields[cp], j) })
+		if err != nil {
+			return nil, err
 		}
-		for j, s := range r.Subscribe {
-			p, err := compilePattern(s)
-			if err != nil {
-				return nil, optErr(fmt.Sprintf("%s.Subscribe[%d]", f, j), "%v", err)
-			}
-			cr.sub = append(cr.sub, p)
-		}
-		roles[r.Name] = cr
+		roles[r.Name] = cs
 	}
 	st := &authState{byHash: make(map[[32]byte]*principal, len(a.Credentials))}
 	for i, c := range a.Credentials {
@@ -230,18 +194,24 @@ func compileAuth(a *AuthConfig) (*authState, error) {
 		if r == nil {
 			return nil, optErr(f+".Role", "no role named %q", c.Role)
 		}
+		if len(c.Name) > wire.MaxNameLen {
+			return nil, optErr(f+".Name", "longer than %d bytes", wire.MaxNameLen)
+		}
 		name := c.Name
 		if name == "" {
 			name = fmt.Sprintf("credential-%d", i)
 		}
-		st.byHash[h] = &principal{name: name, role: r}
+		st.byHash[h] = &principal{name: name, clientID: c.Name, caps: r}
 	}
 	if a.Anonymous != "" {
 		r := roles[a.Anonymous]
 		if r == nil {
 			return nil, optErr("Auth.Anonymous", "no role named %q", a.Anonymous)
 		}
-		st.anon = &principal{name: "anonymous", role: r}
+		st.anon = &principal{name: "anonymous", caps: r}
+	}
+	if st.jwt, err = compileJWT(a.JWT, roles); err != nil {
+		return nil, err
 	}
 	return st, nil
 }
@@ -255,13 +225,10 @@ func (st *authState) lookup(hasToken bool, h *[32]byte) *principal {
 	return st.byHash[*h]
 }
 
-// Permission bits cached per connection and channel.
-const (
-	permPubKnown uint8 = 1 << iota
-	permPub
-	permSubKnown
-	permSub
-)
+// A connection caches its decisions per channel in one byte: for
+// capability cp, bit 2cp says "decided" and bit 2cp+1 "allowed".
+func permKnown(cp capability) uint8 { return 1 << (2 * cp) }
+func permAllow(cp capability) uint8 { return 2 << (2 * cp) }
 
 // maxPermCache bounds a connection's decision cache; when it is full it
 // starts again empty.
@@ -283,6 +250,7 @@ type connSec struct {
 	who   *principal
 	state *authState // the snapshot who was resolved in
 	perms map[string]uint8
+	jwt   *connJWT // the JWT presented last (jwt.go); nil for a static token or none
 
 	bucket gcra
 	lastIn int64 // unix ns of the last input
@@ -336,7 +304,7 @@ func (l *loop) recheckAuth() {
 // up ends the same way right after its SUBSCRIBED.
 func (l *loop) recheckSubs(c *conn) {
 	for id, su := range c.subs {
-		if l.permitted(c, []byte(su.lc.name), false) {
+		if c.may(capSubscribe, []byte(su.lc.name)) {
 			continue
 		}
 		l.srv.log.Info("ending a subscription: permission revoked", "remote", c.sec.remote,
@@ -355,20 +323,37 @@ func (l *loop) recheckSubs(c *conn) {
 // UNAUTHENTICATED) if its token is no longer accepted.
 func (l *loop) refreshAuth(c *conn, st *authState) bool {
 	c.sec.state = st
-	clear(c.sec.perms)
 	if st == nil {
-		c.sec.who = nil
+		c.setPrincipal(nil)
 		return true
 	}
-	who := st.lookup(c.sec.hasToken, &c.sec.token)
+	var who *principal
+	if c.sec.jwt != nil {
+		who = c.sec.jwt.resolve(st)
+	} else {
+		who = st.lookup(c.sec.hasToken, &c.sec.token)
+	}
 	if who == nil {
 		l.srv.log.Info("closing connection: credentials revoked", "remote", c.sec.remote, "credential", c.sec.who.nameOr())
-		c.sec.who = nil
+		c.setPrincipal(nil)
 		c.sendError(0, wire.CodeUnauthenticated, "credentials revoked")
 		return false
 	}
-	c.sec.who = who
+	c.setPrincipal(who)
 	return true
+}
+
+// setPrincipal makes who c's identity (nil: none, as when authentication
+// is off): its client id and info, and its capabilities from now on (the
+// decision cache is emptied).
+func (c *conn) setPrincipal(who *principal) {
+	c.sec.who = who
+	clear(c.sec.perms)
+	if who == nil {
+		c.clientID, c.clientInfo = "", nil
+		return
+	}
+	c.clientID, c.clientInfo = who.clientID, who.info
 }
 
 // nameOr returns the principal's name, or "none" for nil.
@@ -382,6 +367,11 @@ func (p *principal) nameOr() string {
 // authenticate checks the HELLO token; false (after ERROR
 // UNAUTHENTICATED, which closes) when it is not accepted.
 func (l *loop) authenticate(c *conn, id uint32, token []byte) bool {
+	if len(token) > wire.MaxTokenLen {
+		l.srv.log.Info("authentication failed", "remote", c.sec.remote, "reason", "token too large", "bytes", len(token))
+		c.sendError(id, wire.CodeUnauthenticated, fmt.Sprintf("token too large: at most %d bytes", wire.MaxTokenLen))
+		return false
+	}
 	if len(token) > 0 {
 		c.sec.hasToken = true
 		c.sec.token = sha256.Sum256(token)
@@ -391,7 +381,10 @@ func (l *loop) authenticate(c *conn, id uint32, token []byte) bool {
 	if st == nil {
 		return true
 	}
-	c.sec.who = st.lookup(c.sec.hasToken, &c.sec.token)
+	if st.jwt != nil && looksLikeJWT(token) {
+		return l.authenticateJWT(c, id, st, token)
+	}
+	c.setPrincipal(st.lookup(c.sec.hasToken, &c.sec.token))
 	if c.sec.who == nil {
 		text := "token not accepted"
 		if !c.sec.hasToken {
@@ -404,10 +397,15 @@ func (l *loop) authenticate(c *conn, id uint32, token []byte) bool {
 	return true
 }
 
-// permitted decides whether c may publish (pub) or subscribe to channel
-// name under the current setup, caching the decision. It allocates only
-// when a channel is decided for the first time on the connection.
-func (l *loop) permitted(c *conn, name []byte, pub bool) bool {
+// may reports whether c may use capability cp on channel name under the
+// server's current authentication setup (every right when authentication
+// is off), caching the decision per channel. When the setup was replaced
+// since c last looked (a reload) c is resolved in the new one first: if
+// its credentials were revoked it gets ERROR UNAUTHENTICATED (which
+// closes it) and may returns false. It allocates only when a channel is
+// decided for the first time on the connection. Loop-owned, like c.
+func (c *conn) may(cp capability, name []byte) bool {
+	l := c.l
 	st := l.srv.auth.Load()
 	if st != c.sec.state && !l.refreshAuth(c, st) {
 		return false
@@ -415,26 +413,21 @@ func (l *loop) permitted(c *conn, name []byte, pub bool) bool {
 	if st == nil {
 		return true
 	}
-	known, allow := permSubKnown, permSub
-	if pub {
-		known, allow = permPubKnown, permPub
+	if c.sec.who == nil {
+		return false
 	}
 	bits := c.sec.perms[string(name)]
-	if bits&known == 0 {
-		ps := c.sec.who.role.sub
-		if pub {
-			ps = c.sec.who.role.pub
-		}
-		bits |= known
-		if matchAny(ps, name) {
-			bits |= allow
+	if bits&permKnown(cp) == 0 {
+		bits |= permKnown(cp)
+		if matchAny(c.sec.who.caps[cp], name) {
+			bits |= permAllow(cp)
 		}
 		if c.sec.perms == nil || len(c.sec.perms) >= maxPermCache {
 			c.sec.perms = make(map[string]uint8)
 		}
 		c.sec.perms[string(name)] = bits
 	}
-	return bits&allow != 0
+	return bits&permAllow(cp) != 0
 }
 
 // allowPublish applies the rate limit and the publish permission to a
@@ -445,7 +438,7 @@ func (l *loop) allowPublish(c *conn, id uint32, name []byte) bool {
 		c.sendError(id, wire.CodeRateLimited, "publish rate limit exceeded")
 		return false
 	}
-	if !l.permitted(c, name, true) {
+	if !c.may(capPublish, name) {
 		if !c.closing {
 			c.sendError(id, wire.CodeForbidden, "not allowed to publish to this channel")
 		}
@@ -454,11 +447,16 @@ func (l *loop) allowPublish(c *conn, id uint32, name []byte) bool {
 	return true
 }
 
-// allowSubscribe applies the subscribe permission; false after an ERROR.
-func (l *loop) allowSubscribe(c *conn, id uint32, name []byte) bool {
-	if !l.permitted(c, name, false) {
+// allowSubscribe applies the subscribe permission, and the history one to
+// a start other than live; false after an ERROR.
+func (l *loop) allowSubscribe(c *conn, id uint32, name []byte, start wire.StartKind) bool {
+	cp, text := capSubscribe, "not allowed to subscribe to this channel"
+	if c.may(capSubscribe, name) && start != wire.StartLive {
+		cp, text = capHistory, "not allowed to read this channel's history (subscribe from live)"
+	}
+	if !c.may(cp, name) {
 		if !c.closing {
-			c.sendError(id, wire.CodeForbidden, "not allowed to subscribe to this channel")
+			c.sendError(id, wire.CodeForbidden, text)
 		}
 		return false
 	}

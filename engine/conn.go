@@ -34,6 +34,7 @@ type conn struct {
 	hello   bool
 	headers bool // FeatureHeaders negotiated: EXT publishes, extended records delivered
 	s2      bool // FeatureS2 negotiated: compressed publishes and DATA
+	refresh bool // FeatureRefresh negotiated: AUTHED sent, REFRESH taken (jwt.go)
 	closing bool // a fatal error was queued; input is ignored
 	closed  bool // gnet closed it; cleanup done or pending
 	// halfClosed: a fatal ERROR was written and the write side shut
@@ -64,6 +65,13 @@ type conn struct {
 	gbuf int
 
 	sec connSec // identity, permissions, rate limit, activity (auth.go)
+	// clientID and clientInfo say who the client is (docs/auth.md): a
+	// JWT's sub and info claim, or a static token's configured name ("" if
+	// it has none) and no info. Set at HELLO, on a REFRESH and when a
+	// reload resolves the connection again (conn.setPrincipal); presence
+	// reports them. clientInfo is immutable: replaced, never changed.
+	clientID   string
+	clientInfo []byte
 
 	// watchTok names c in the server's writeWatch (0: never armed);
 	// watchArmed: a conn.writable call is due when the socket drains,

@@ -57,23 +57,30 @@ func (cs *consoleSrc) AuthRequired() bool {
 	return st != nil && st.anon == nil
 }
 
-// Authorize accepts any token the server's auth accepts (as in HELLO; no
-// token means the anonymous role if there is one); the caller sees the
-// channels that role may subscribe to.
+// Authorize accepts any token the server's auth accepts (as in HELLO: a
+// static token or a valid JWT; no token means the anonymous role if there
+// is one); the caller sees the channels it may subscribe to.
 func (cs *consoleSrc) Authorize(token []byte, hasToken bool) (func(string) bool, error) {
 	st := cs.s.auth.Load()
 	if st == nil {
 		return nil, nil
 	}
-	var h [32]byte
-	if hasToken {
-		h = sha256.Sum256(token)
+	var p *principal
+	if hasToken && st.jwt != nil && looksLikeJWT(token) {
+		if cj, _, err := verifyJWT(st.jwt, token, cs.s.clock()); err == nil {
+			p = cj.principal(st.jwt)
+		}
+	} else {
+		var h [32]byte
+		if hasToken {
+			h = sha256.Sum256(token)
+		}
+		p = st.lookup(hasToken, &h)
 	}
-	p := st.lookup(hasToken, &h)
 	if p == nil {
 		return nil, fmt.Errorf("%w", console.ErrUnauthorized)
 	}
-	return func(ch string) bool { return matchAny(p.role.sub, []byte(ch)) }, nil
+	return func(ch string) bool { return matchAny(p.caps[capSubscribe], []byte(ch)) }, nil
 }
 
 // chanSample is one loop's counts for one channel.

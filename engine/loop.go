@@ -420,6 +420,17 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 		if err := wire.DecodePong(body); err != nil {
 			c.sendError(0, wire.CodeProtocolError, err.Error())
 		}
+	case wire.TypeRefresh:
+		if !c.refresh {
+			c.sendError(h.ID, wire.CodeUnknownType, "REFRESH without FeatureRefresh")
+			return
+		}
+		tok, err := wire.DecodeRefresh(body)
+		if err != nil {
+			c.sendError(0, wire.CodeProtocolError, err.Error())
+			return
+		}
+		l.refreshToken(c, h.ID, tok)
 	case wire.TypeHello:
 		c.sendError(h.ID, wire.CodeHelloRequired, "HELLO was already received on this connection")
 	default:
@@ -467,8 +478,12 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	w.Features = hello.Features & serverFeatures
 	c.headers = w.Features&wire.FeatureHeaders != 0
 	c.s2 = w.Features&wire.FeatureS2 != 0
+	c.refresh = w.Features&wire.FeatureRefresh != 0
 	c.scratch = wire.AppendWelcome(c.scratch, h.ID, w)
 	c.ownEnd(s, k)
+	if c.refresh {
+		l.sendAuthed(c, h.ID)
+	}
 }
 
 func (l *loop) publish(c *conn, h wire.Header, body []byte) {
@@ -647,6 +662,7 @@ func (l *loop) sweep() {
 		}
 		l.checkIdle(c)
 		l.checkFrame(c)
+		l.checkExpiry(c)
 	}
 	l.outSum = out
 	l.publishOut()

@@ -101,8 +101,11 @@ type Metrics struct {
 	SlowSkips      int64            // slow-consumer policy "skip" applied
 	SlowCloses     int64            // connections closed as slow consumers
 	AuthReloads    int64
-	Unauthorized   int64 // ERROR UNAUTHENTICATED sent
-	Forbidden      int64 // ERROR FORBIDDEN sent
+	// JWTs: tokens refused (in HELLO or REFRESH), REFRESHes taken, and
+	// connections closed with TOKEN_EXPIRED.
+	JWTRefused, JWTRefreshes, TokensExpired int64
+	Unauthorized                            int64 // ERROR UNAUTHENTICATED sent
+	Forbidden                               int64 // ERROR FORBIDDEN sent
 	// Violations counts limit violations by limit: handshake_timeout,
 	// idle_timeout, frame_timeout, publish_rate, max_conns, max_conns_per_addr.
 	Violations map[string]int64
@@ -208,7 +211,8 @@ collect:
 		MessagesOut: int64(sum.st.msgsOut), BytesOut: int64(sum.st.bytesOut), WritesBuffered: int64(sum.st.writesBuffered),
 		Errors: make(map[string]int64), Gaps: make(map[string]int64),
 		SlowLags: s.slowLags.Load(), SlowSkips: s.slowSkips.Load(), SlowCloses: int64(sum.st.errs[wire.CodeSlowConsumer]),
-		AuthReloads:  s.reloads.Load(),
+		AuthReloads: s.reloads.Load(),
+		JWTRefused:  s.jwtRefused.Load(), JWTRefreshes: s.jwtRefreshes.Load(), TokensExpired: s.jwtExpired.Load(),
 		Unauthorized: int64(sum.st.errs[wire.CodeUnauthenticated]),
 		Forbidden:    int64(sum.st.errs[wire.CodeForbidden]),
 		Violations:   make(map[string]int64),
@@ -334,6 +338,9 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.sample("sluice_auth_failures_total", float64(m.Unauthorized), "kind", "unauthenticated")
 	p.sample("sluice_auth_failures_total", float64(m.Forbidden), "kind", "forbidden")
 	p.one("sluice_auth_reloads_total", "counter", "Authentication setups installed after start (SetAuth, SIGHUP).", float64(m.AuthReloads))
+	p.one("sluice_jwt_refused_total", "counter", "JWTs refused in HELLO or REFRESH (bad signature, algorithm, key, expiry, claims).", float64(m.JWTRefused))
+	p.one("sluice_jwt_refreshes_total", "counter", "REFRESHes that replaced a connection's JWT.", float64(m.JWTRefreshes))
+	p.one("sluice_tokens_expired_total", "counter", "Connections closed with TOKEN_EXPIRED (no REFRESH within the grace period).", float64(m.TokensExpired))
 	p.byKey("sluice_limit_violations_total", "counter", "Violations of the abuse limits, by limit.", "limit", m.Violations)
 	p.one("sluice_streamlets_created_total", "counter", "Streamlets created on this node.", float64(m.StreamletsCreated))
 	p.one("sluice_grants_total", "counter", "Write grants issued by this node's channel manager.", float64(m.Grants))

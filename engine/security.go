@@ -18,6 +18,9 @@ type security struct {
 	auth    atomic.Pointer[authState] // nil: authentication off
 	authMu  sync.Mutex                // serialises SetAuth
 	reloads atomic.Int64
+	// JWTs (jwt.go): tokens refused (HELLO or REFRESH), refreshes taken,
+	// connections closed with TOKEN_EXPIRED.
+	jwtRefused, jwtRefreshes, jwtExpired atomic.Int64
 
 	rateInterval  int64 // GCRA parameters of PublishRate (0 = unlimited)
 	rateTolerance int64

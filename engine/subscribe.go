@@ -58,7 +58,7 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 		c.sendError(reqID, wire.CodeInvalidChannel, err.Error())
 		return
 	}
-	if !l.allowSubscribe(c, reqID, sb.Channel) {
+	if !l.allowSubscribe(c, reqID, sb.Channel, sb.Start) {
 		return
 	}
 	if len(c.subs) >= srv.opts.MaxSubsPerConn {

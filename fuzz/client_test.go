@@ -67,7 +67,7 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		if w.Version != wire.Version1 || w.MaxPayload != maxPayload || w.MaxBody != serverMaxBody || w.MaxSubs != maxSubs {
 			return fmt.Errorf("WELCOME %+v does not announce the server's limits", w)
 		}
-		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2) != 0 {
+		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2|wire.FeatureRefresh) != 0 {
 			return fmt.Errorf("WELCOME accepts features %#x that no v1 server has", w.Features)
 		}
 		oc.features = w.Features
@@ -157,6 +157,16 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 			oc.next[h.ID] = g.To + 1
 		}
 		oc.fresh[h.ID] = false
+	case wire.TypeAuthed:
+		// Right after WELCOME when REFRESH was negotiated; this server
+		// runs without authentication, so nothing expires.
+		a, err := wire.DecodeAuthed(body)
+		if err != nil {
+			return err
+		}
+		if oc.features&wire.FeatureRefresh == 0 || oc.frames != 2 || a.ExpiresIn != 0 || a.ClientID != "" {
+			return fmt.Errorf("AUTHED %+v as frame %d with features %#x", a, oc.frames, uint32(oc.features))
+		}
 	case wire.TypePing, wire.TypePong:
 		if len(body) != 0 {
 			return fmt.Errorf("%v with a %d-byte body", h.Type, len(body))

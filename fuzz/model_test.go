@@ -129,8 +129,12 @@ func (m *model) judge(h wire.Header, body []byte) {
 			m.fatal(fmt.Sprintf("HELLO versions %d..%d", hello.MinVersion, hello.MaxVersion), wire.CodeUnsupportedVersion)
 			return
 		}
+		if len(hello.Token) > wire.MaxTokenLen {
+			m.fatal(fmt.Sprintf("HELLO token of %d bytes", len(hello.Token)), wire.CodeUnauthenticated)
+			return
+		}
 		m.hello = true
-		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2)
+		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh)
 		return
 	}
 	var err error

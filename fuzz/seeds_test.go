@@ -210,7 +210,7 @@ func seeds(tb testing.TB) []seed {
 		// One seed per malformed class: the server must close.
 		{"malformed-before-hello", script(nil).ping(1), wire.CodeHelloRequired},
 		{"malformed-version", script(nil).hello(1, 128|2<<2|2, 0), wire.CodeUnsupportedVersion},
-		{"malformed-token-too-long", script(nil).hello(1, 0, wire.MaxTokenLen+1), wire.CodeProtocolError},
+		{"refuse-token-too-long", script(nil).hello(1, 0, wire.MaxTokenLen+1), wire.CodeUnauthenticated},
 		{"malformed-second-hello", hello.hello(2, 0, 0), wire.CodeHelloRequired},
 		{"malformed-huge-length", hello.huge(wire.TypePublish, 0xFFFFFFFF), wire.CodeFrameTooLarge},
 		{"malformed-huge-before-hello", script(nil).huge(wire.TypeHello, serverMaxBody+1), wire.CodeFrameTooLarge},

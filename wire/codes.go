@@ -35,6 +35,8 @@ const (
 	CodeInternal             Code = 21 // retriable
 	CodeInvalidHeaders       Code = 22 // message headers or message id break the rules of PROTOCOL.md 2.14
 	CodeOutcomeUnknown       Code = 23 // a PUBLISH may or may not have been stored (its host failed with it in flight)
+	CodeTokenExpired         Code = 24 // fatal: the token expired and no REFRESH came within the grace period
+	CodeInvalidFilter        Code = 25 // a SUBSCRIBE's filter expression does not compile
 )
 
 type codeInfo struct {
@@ -67,6 +69,8 @@ var codes = [...]codeInfo{
 	CodeInternal:             {"INTERNAL", false, true},
 	CodeInvalidHeaders:       {"INVALID_HEADERS", false, false},
 	CodeOutcomeUnknown:       {"OUTCOME_UNKNOWN", false, false},
+	CodeTokenExpired:         {"TOKEN_EXPIRED", true, false},
+	CodeInvalidFilter:        {"INVALID_FILTER", false, false},
 }
 
 func (c Code) info() (codeInfo, bool) {

@@ -306,4 +306,8 @@ func checkDecoders(t *testing.T, h wire.Header, body []byte) {
 	}
 	g, err := wire.DecodeGoAway(body)
 	check("GOAWAY", err, wire.AppendGoAway(nil, g), false)
+	tok, err := wire.DecodeRefresh(body)
+	check("REFRESH", err, wire.AppendRefresh(nil, 0, tok), false)
+	au, err := wire.DecodeAuthed(body)
+	check("AUTHED", err, wire.AppendAuthed(nil, 0, au), false)
 }

@@ -53,6 +53,9 @@ const (
 	TypeError        Type = 0x0C // S->C
 	TypeGoAway       Type = 0x0D // S->C
 	TypeUnsubscribed Type = 0x0E // S->C, answer to UNSUBSCRIBE
+	TypeRefresh      Type = 0x0F // C->S, a fresh token (FeatureRefresh)
+	TypeAuthed       Type = 0x10 // S->C, the credentials' expiry (FeatureRefresh)
+	TypeFData        Type = 0x11 // S->C, id = subscription id: filtered messages (FeatureFilters)
 
 	// TypeNodeFirst and TypeNodeLast bound the range reserved for
 	// node-to-node frames; a client connection never carries them.
@@ -75,6 +78,9 @@ var typeNames = [...]string{
 	TypeError:        "ERROR",
 	TypeGoAway:       "GOAWAY",
 	TypeUnsubscribed: "UNSUBSCRIBED",
+	TypeRefresh:      "REFRESH",
+	TypeAuthed:       "AUTHED",
+	TypeFData:        "FDATA",
 }
 
 // String returns the frame type's name as written in the protocol document,
@@ -90,8 +96,9 @@ func (t Type) String() string {
 }
 
 // Known reports whether t is a client-protocol frame type defined by v1
-// (HELLO..UNSUBSCRIBED). A server answers other types with ERROR UNKNOWN_TYPE.
-func (t Type) Known() bool { return t >= TypeHello && t <= TypeUnsubscribed }
+// (HELLO..UNSUBSCRIBED, and those of the features). A server answers other
+// types with ERROR UNKNOWN_TYPE.
+func (t Type) Known() bool { return int(t) < len(typeNames) && typeNames[t] != "" }
 
 // Flags is the header's flags byte; the meaning of each bit depends on the type.
 type Flags uint8
@@ -106,6 +113,10 @@ const (
 	// extended record body (message id and/or headers, then the payload;
 	// record.go). Usable only after FeatureHeaders was negotiated.
 	FlagExt Flags = 0x02
+	// FlagFilter on SUBSCRIBE says that a filter expression follows the
+	// channel (PROTOCOL.md 2.17). Usable only after FeatureFilters was
+	// negotiated.
+	FlagFilter Flags = 0x01
 	// FlagCompressed is reserved for S2-compressed payloads or records, usable
 	// only after FeatureS2 was negotiated. v1 servers do not accept it yet.
 	FlagCompressed Flags = 0x80
@@ -122,6 +133,14 @@ const (
 	// FeatureHeaders is message headers and message ids: PUBLISH may carry
 	// FlagExt, and DATA may carry extended records (RecordExt).
 	FeatureHeaders Features = 1 << 1
+	// FeatureRefresh is credentials that expire: the server sends AUTHED
+	// after WELCOME and answers REFRESH, which replaces the connection's
+	// token (PROTOCOL.md 2.16).
+	FeatureRefresh Features = 1 << 2
+	// FeatureFilters is server-side filters: SUBSCRIBE may carry
+	// FlagFilter, and the subscription's messages come in FDATA
+	// (PROTOCOL.md 2.17).
+	FeatureFilters Features = 1 << 3
 )
 
 // Header is a decoded frame header.
