@@ -59,6 +59,8 @@ type Conn struct {
 	resent   atomic.Uint64
 	// compressed counts publishes sent S2-compressed.
 	compressed atomic.Uint64
+	// refreshes counts REFRESHes the server accepted (refresh.go).
+	refreshes atomic.Uint64
 }
 
 // Dial connects to the first reachable address of addr, a comma-separated
@@ -118,8 +120,11 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Conn, error) {
 func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.dialTimeout)
 	defer cancel()
+	tok, err := c.helloToken(ctx) // before dialing: no socket waits for the provider
+	if err != nil {
+		return nil, fmt.Errorf("client: connect %s: %w", addr, err)
+	}
 	var nc net.Conn
-	var err error
 	if c.opts.dialer != nil {
 		nc, err = c.opts.dialer(ctx, addr)
 	} else {
@@ -139,7 +144,7 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 		_ = nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	w, fr, err := c.handshake(nc)
+	w, fr, err := c.handshake(nc, tok)
 	if !stop() || err != nil {
 		_ = nc.Close()
 		if err == nil {
@@ -157,12 +162,13 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 }
 
 // features returns the feature bits the client offers in HELLO: message
-// headers and ids, and S2 when WithCompression turned it on. A server that does not
+// headers and ids, credentials that expire (AUTHED and REFRESH,
+// refresh.go), and S2 when WithCompression turned it on. A server that does not
 // echo FeatureHeaders is talked to as before, and publishing headers to it
 // fails with ErrHeadersUnsupported; one that does not echo FeatureS2 gets
 // and sends nothing compressed.
 func (c *Conn) features() wire.Features {
-	f := wire.FeatureHeaders
+	f := wire.FeatureHeaders | wire.FeatureRefresh
 	if c.opts.compressMin > 0 {
 		f |= wire.FeatureS2
 	}
@@ -175,11 +181,11 @@ func (c *Conn) Compressed() uint64 { return c.compressed.Load() }
 
 // handshake sends HELLO and reads the answer: WELCOME or ERROR.
 // The returned frameReader reads the session's frames after it.
-func (c *Conn) handshake(nc net.Conn) (wire.Welcome, *frameReader, error) {
+func (c *Conn) handshake(nc net.Conn, token []byte) (wire.Welcome, *frameReader, error) {
 	id := c.nextReq()
 	hello := wire.AppendHello(nil, id, wire.Hello{
 		MinVersion: wire.Version1, MaxVersion: wire.Version1,
-		Features: c.features(), Name: c.opts.name, Token: c.opts.token,
+		Features: c.features(), Name: c.opts.name, Token: token,
 	})
 	if _, err := nc.Write(hello); err != nil {
 		return wire.Welcome{}, nil, err

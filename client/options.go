@@ -42,6 +42,7 @@ type Option func(*options) error
 type options struct {
 	name        string
 	token       []byte
+	provider    TokenProvider // replaces token when set (refresh.go)
 	reconnect   bool
 	backoffMin  time.Duration
 	backoffMax  time.Duration

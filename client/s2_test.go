@@ -110,7 +110,7 @@ func TestPublishCompressed(t *testing.T) {
 func TestCompressionOffAndNotNegotiated(t *testing.T) {
 	f := newFakeServer(t)
 	c, fc := connect(t, f, headersWelcome(), WithCompression(0))
-	if fc.hello.Features != wire.FeatureHeaders {
+	if fc.hello.Features&wire.FeatureS2 != 0 {
 		t.Fatalf("offered %v", fc.hello.Features)
 	}
 	go func() {

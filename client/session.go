@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -54,6 +55,15 @@ type session struct {
 	subs    map[uint32]*Subscription // subID -> subscription, for DATA/GAP routing
 	zin     []byte                   // under mu: an extended body to compress
 	zout    []byte                   // under mu: the S2 block of a compressed PUBLISH
+	// Credentials (refresh.go), under mu: the client id of the last
+	// AUTHED, the timer of the next REFRESH (its function is owned by the
+	// session: fail stops it and ends ctx, which its provider call gets),
+	// and the id of the REFRESH awaiting its AUTHED.
+	clientID  string
+	refreshT  *time.Timer
+	refreshID uint32
+	ctx       context.Context // ends when the session fails
+	cancel    context.CancelFunc
 
 	wake       chan struct{} // cap 1: the writer has something to flush
 	done       chan struct{} // closed by fail
@@ -85,8 +95,9 @@ type completion struct {
 }
 
 func newSession(c *Conn, nc net.Conn, addr string, w wire.Welcome, fr *frameReader) *session {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &session{
-		c: c, nc: nc, addr: addr, welcome: w, fr: fr, started: time.Now(),
+		c: c, nc: nc, addr: addr, welcome: w, fr: fr, started: time.Now(), ctx: ctx, cancel: cancel,
 		reqs:       make(map[uint32]reqEntry),
 		subs:       make(map[uint32]*Subscription),
 		wake:       make(chan struct{}, 1),
@@ -123,6 +134,10 @@ func (s *session) fail(err error) {
 	}
 	s.dead, s.err = true, err
 	s.fr.stopped.Store(true)
+	if s.refreshT != nil {
+		s.refreshT.Stop()
+	}
+	s.cancel()
 	pend := s.pending.drain(nil)
 	s.reqs = nil
 	if s.taken != nil {
@@ -451,6 +466,8 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 			return fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
 		return s.onError(h.ID, e)
+	case wire.TypeAuthed:
+		return s.onAuthed(h, body)
 	case wire.TypeGoAway:
 		g, err := wire.DecodeGoAway(body)
 		if err != nil {
