@@ -87,7 +87,7 @@ secret-file = "`+secret+`"
 	}
 	c, err := v.Verify([]byte(es), time.Now())
 	if err != nil || c.Subject != "alice" || string(c.Info) != `{"n":"Alice"}` || c.Caps.History != nil ||
-		len(c.Caps.Publish) != 1 || c.Expires.Sub(time.Now()) > time.Hour {
+		len(c.Caps.Publish) != 1 || time.Until(c.Expires) > time.Hour {
 		t.Fatalf("minted claims %+v %+v, %v", c, c.Caps, err)
 	}
 	for _, args := range [][]string{{"--jwt"}, {"--jwt", "--key", secret, "--info", "{"}, {"--jwt", "--key", key, "--alg", "RS256"}, {"--keygen", "HS256", "--key", filepath.Join(dir, "x")}} {
