@@ -180,3 +180,17 @@ func TestExampleClusterSection(t *testing.T) {
 		t.Fatalf("cluster options %+v", o.Cluster)
 	}
 }
+
+// TestClusterJoinTakesDNSNames: seeds may be IP:PORT, HOST:PORT (A and
+// AAAA records) or dnssrv+NAME (SRV records), resolved by membership.
+func TestClusterJoinTakesDNSNames(t *testing.T) {
+	doc := "[cluster]\nlisten = \"127.0.0.1:0\"\njoin = [\"10.0.0.1:7946\", \"sluice-headless.ns.svc.cluster.local:7946\", \"dnssrv+_gossip._tcp.sluice-headless.ns.svc.cluster.local\"]"
+	s := Default()
+	if err := Parse([]byte(doc), &s); err != nil || len(s.Cluster.Join) != 3 {
+		t.Fatalf("join = %v, %v", s.Cluster.Join, err)
+	}
+	s = Default()
+	if err := Parse([]byte("[cluster]\nlisten = \"127.0.0.1:0\"\njoin = [\"dnssrv+name:7946\"]"), &s); err == nil || !strings.Contains(err.Error(), "cluster.join[0]") {
+		t.Fatalf("dnssrv+ with a port: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/membership"
 	"github.com/sluice-rtm/sluice/role"
 )
 
@@ -402,8 +403,8 @@ func (o *Options) validateCluster() error {
 		return optErr("Cluster.Listen", "%q is not HOST:PORT: %v", c.Listen, err)
 	}
 	for i, j := range c.Join {
-		if _, _, err := net.SplitHostPort(j); err != nil {
-			return optErr(fmt.Sprintf("Cluster.Join[%d]", i), "%q is not HOST:PORT: %v", j, err)
+		if err := membership.ValidSeed(j); err != nil {
+			return optErr(fmt.Sprintf("Cluster.Join[%d]", i), "%q is neither HOST:PORT nor %sNAME: %v", j, membership.SRVPrefix, err)
 		}
 	}
 	if c.ClientAdvertise != "" {

@@ -1,11 +1,14 @@
 package membership
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +30,10 @@ const (
 	DefaultGossipInterval = 100 * time.Millisecond
 	DefaultSuspicionMult  = 2
 	DefaultJoinRetry      = time.Second
+	// DefaultRejoinInterval is how often a joined node whose seeds include
+	// a DNS name resolves them again and joins the addresses that are no
+	// live member (seeds.go).
+	DefaultRejoinInterval = 10 * time.Second
 	// DefaultBroadcastTimeout bounds UpdateMeta and Leave when they are given
 	// a non-positive timeout (memberlist would otherwise wait forever).
 	DefaultBroadcastTimeout = 5 * time.Second
@@ -67,8 +74,13 @@ type Config struct {
 	// AdvertiseAddr is the "host:port" (IP literal, port > 0) other nodes
 	// use to reach this one; empty: the bound address.
 	AdvertiseAddr string
-	// Join lists seed addresses ("host:port"); empty for the first node.
+	// Join lists the seeds: "IP:PORT", "HOST:PORT" (every A/AAAA record of
+	// HOST) or "dnssrv+NAME" (every SRV record of NAME), resolved again at
+	// each attempt; empty for the first node. See seeds.go.
 	Join []string
+	// Resolver resolves the seeds that are names (nil: net.DefaultResolver).
+	// It is called from the joiner's goroutine and from Start.
+	Resolver Resolver
 	// Secret, when set, encrypts and authenticates gossip with the AES-256
 	// key SHA-256(Secret). Nodes with different secrets cannot talk.
 	Secret []byte
@@ -95,17 +107,26 @@ type Config struct {
 	// JoinRetry is how often the background joiner retries the seeds when
 	// Start could reach none of them.
 	JoinRetry time.Duration
+	// RejoinInterval is how often a joined node with DNS seeds looks for
+	// members it does not know yet (zero: DefaultRejoinInterval).
+	RejoinInterval time.Duration
 }
 
 // Node is a running cluster member. All methods are safe for concurrent use
 // from any goroutine, except from inside Config.OnChange (see there).
 type Node struct {
-	name  string
-	addr  string // bound gossip address
-	ml    *memberlist.Memberlist
-	d     *delegate
-	log   *slog.Logger
-	retry time.Duration
+	name   string
+	addr   string // bound gossip address
+	ml     *memberlist.Memberlist
+	d      *delegate
+	log    *slog.Logger
+	retry  time.Duration
+	rejoin time.Duration
+
+	// Seed resolution (seeds.go); set by Start, read-only after.
+	seeds    []string
+	resolver Resolver
+	self     func(netip.AddrPort) bool
 
 	metaFn func() []byte
 	metaMu sync.Mutex // serialises UpdateMeta: read, validate, store, gossip
@@ -151,6 +172,12 @@ func Start(cfg Config) (*Node, error) {
 	if n.retry == 0 {
 		n.retry = DefaultJoinRetry
 	}
+	n.rejoin = orDefault(cfg.RejoinInterval, DefaultRejoinInterval)
+	n.seeds = append([]string(nil), cfg.Join...)
+	n.resolver = cfg.Resolver
+	if n.resolver == nil {
+		n.resolver = net.DefaultResolver
+	}
 	n.d = &delegate{name: cfg.Name, tab: newTable(), onChange: cfg.OnChange}
 	n.d.bcast.RetransmitMult = mc.RetransmitMult
 	n.d.bcast.NumNodes = n.d.tab.liveCount
@@ -179,16 +206,20 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.ml = ml
 
-	seeds := append([]string(nil), cfg.Join...)
-	if len(seeds) > 0 {
+	local := ml.LocalNode()
+	adv, _ := netip.AddrFromSlice(local.Addr)
+	n.self = selfMatcher(netip.AddrPortFrom(adv.Unmap(), local.Port), mc.BindAddr == "0.0.0.0" || mc.BindAddr == "::", localAddrs())
+	if len(n.seeds) > 0 {
 		// A seed list shared by all nodes usually names this node too;
-		// contacting ourselves succeeds but joins nothing, so success is
-		// judged by the members known afterwards, not by the contact count.
-		k, err := ml.Join(seeds)
+		// its own address is skipped, and success is judged by the
+		// members known afterwards, not by the contact count.
+		k, err := n.joinSeeds()
 		if !n.joined() {
 			logger.Info("membership: no other member reachable, retrying in background",
-				"seeds", seeds, "contacted", k, "every", n.retry, "err", err)
-			go n.joiner(seeds)
+				"seeds", n.seeds, "contacted", k, "every", n.retry, "err", err)
+		}
+		if !n.joined() || seedsNeedDNS(n.seeds) {
+			go n.joiner()
 			return n, nil
 		}
 	}
@@ -199,25 +230,69 @@ func Start(cfg Config) (*Node, error) {
 // joined reports whether this node knows another live member.
 func (n *Node) joined() bool { return n.d.tab.liveCount() > 1 }
 
-// joiner retries seeds every n.retry until this node knows another live
-// member (through its own join or because another node joined it) or
-// Shutdown.
-func (n *Node) joiner(seeds []string) {
+// joinSeeds resolves the seeds and contacts each address that is neither
+// this node nor a live member, one at a time (Shutdown waits for at most
+// one contact); it returns how many answered.
+func (n *Node) joinSeeds() (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tcpTimeout)
+	addrs, rerr := resolveSeeds(ctx, n.resolver, n.seeds, n.self)
+	cancel()
+	known := map[string]bool{}
+	for _, m := range n.d.tab.snapshot(true) {
+		known[m.Addr] = true
+	}
+	k := 0
+	var errs []error
+	for _, a := range addrs {
+		if known[a] {
+			continue
+		}
+		select {
+		case <-n.stop:
+			return k, errors.Join(rerr, ErrClosed)
+		default:
+		}
+		if n.d.left.Load() {
+			return k, errors.Join(rerr, ErrClosed)
+		}
+		if c, err := n.ml.Join([]string{a}); err != nil {
+			errs = append(errs, err)
+		} else {
+			k += c
+		}
+	}
+	return k, errors.Join(rerr, errors.Join(errs...))
+}
+
+// joiner retries the seeds every n.retry until this node knows another
+// live member (through its own join or because another node joined it);
+// with DNS seeds it then goes on every n.rejoin, joining the addresses
+// the names answer that are no live member. It ends with Shutdown or
+// Leave.
+func (n *Node) joiner() {
 	defer close(n.joinerDone)
-	t := time.NewTicker(n.retry)
-	defer t.Stop()
+	dns := seedsNeedDNS(n.seeds)
+	wait := time.NewTimer(n.retry)
+	defer wait.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-t.C:
+		case <-wait.C:
+		}
+		if n.d.left.Load() || (n.joined() && !dns) {
+			return
+		}
+		was := n.joined()
+		if k, err := n.joinSeeds(); k > 0 && n.joined() && !was {
+			n.log.Info("membership: joined cluster", "contacted", k)
+		} else if err != nil {
+			n.log.Debug("membership: joining seeds", "seeds", n.seeds, "contacted", k, "err", err)
 		}
 		if n.joined() {
-			return
-		}
-		if k, _ := n.ml.Join(seeds); k > 0 && n.joined() {
-			n.log.Info("membership: joined cluster", "contacted", k)
-			return
+			wait.Reset(n.rejoin)
+		} else {
+			wait.Reset(n.retry)
 		}
 	}
 }
@@ -254,11 +329,16 @@ func (c *Config) memberlistConfig() (*memberlist.Config, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: bind address: %w", ErrInvalidConfig, err)
 	}
+	for _, seed := range c.Join {
+		if err := ValidSeed(seed); err != nil {
+			return nil, "", fmt.Errorf("%w: seed: %w", ErrInvalidConfig, err)
+		}
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"probe interval", c.ProbeInterval}, {"probe timeout", c.ProbeTimeout},
-		{"gossip interval", c.GossipInterval}, {"join retry", c.JoinRetry}} {
+		{"gossip interval", c.GossipInterval}, {"join retry", c.JoinRetry}, {"rejoin interval", c.RejoinInterval}} {
 		if d.v < 0 {
 			return nil, "", fmt.Errorf("%w: negative %s %v", ErrInvalidConfig, d.name, d.v)
 		}

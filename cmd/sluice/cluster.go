@@ -46,7 +46,7 @@ func bindClusterFlags(fs *flag.FlagSet, c *engine.ClusterOptions) {
 	fs.StringVar(&c.Listen, "cluster-listen", c.Listen, "run as a cluster node, gossiping on `IP:PORT` (TCP and UDP); without it the server is single-node")
 	fs.StringVar(&c.Advertise, "cluster-advertise", c.Advertise, "gossip `IP:PORT` other nodes use to reach this one (default: --cluster-listen's)")
 	fs.StringVar(&c.ClientAdvertise, "client-advertise", c.ClientAdvertise, "client `HOST:PORT` other nodes and clients use for this node (default: the address --listen bound)")
-	fs.Var(&addrList{p: &c.Join}, "join", "gossip `HOST:PORT[,HOST:PORT...]` of existing members to join (repeatable)")
+	fs.Var(&addrList{p: &c.Join}, "join", "gossip `SEEDS` of members to join, comma-separated (repeatable): IP:PORT, HOST:PORT (every A/AAAA record of HOST) or dnssrv+NAME (every SRV record of NAME); names are resolved again at each attempt and this node's own address is skipped")
 	fs.Var(quietString{&c.Secret}, "cluster-secret", "shared `SECRET` of the cluster, at least 32 bytes, the same on every node (default: $"+clusterSecretEnv+", then [cluster] secret)")
 	fs.Float64Var(&c.Capacity, "cluster-capacity", c.Capacity, "the node's relative size `N` for placement (0 = its CPU count)")
 	fs.DurationVar(&c.RPCTimeout, "cluster-rpc-timeout", c.RPCTimeout, "bound on one node-to-node request, `DUR` (0 = 2s)")
