@@ -306,6 +306,8 @@ func Since(d time.Duration) SubOption {
 
 // WithBuffer sets the subscription's event queue length (default 1024).
 // When it is full the connection's reader waits (see the package doc).
+// Next takes the queued events a batch at a time, so up to n more may
+// wait in the batch it took; the Events channel holds n.
 func WithBuffer(n int) SubOption {
 	return func(o *subOptions) error {
 		if n < 1 {

@@ -72,9 +72,11 @@ type session struct {
 	pingsOut   atomic.Int32 // PINGs sent without a PONG since
 	blocked    atomic.Bool  // the reader waits on a full subscription queue
 
-	// Reader-owned scratch, reused for every PUBACK.
+	// Reader-owned scratch, reused for every PUBACK, and the block queued
+	// messages are copied into (copyRecords).
 	acks  []wire.Ack
 	compl []completion
+	blk   []byte
 
 	// tcpInfoReads counts ackedBytes calls (writer-owned; tests).
 	tcpInfoReads int
@@ -541,7 +543,7 @@ func (s *session) onData(h wire.Header, body []byte) error {
 		return protocolErr("DATA positions %d+%d out of range", first, count)
 	}
 	if sub := s.sub(h.ID); sub != nil {
-		sub.onData(s, first, records, owned)
+		sub.onData(s, first, count, records, owned)
 	}
 	return nil
 }
@@ -621,45 +623,4 @@ func (s *session) onGoAway(g wire.GoAway) {
 		<-s.done
 		t.Stop()
 	}()
-}
-
-// deliver puts ev on sub's queue, waiting while it is full (TCP backpressure
-// then reaches the server). It reports false if the event was not queued:
-// the subscription ended or the session died.
-func (s *session) deliver(sub *Subscription, ev Event) bool {
-	if sub.fn != nil {
-		// SubscribeFunc: call it here, lending ev's bytes (not under
-		// sendMu, so that fn may Unsubscribe).
-		if sub.ended.Load() {
-			return false
-		}
-		if sub.inFn.Load() { // within onData's frame
-			sub.fn(ev)
-			return true
-		}
-		sub.inFn.Store(true)
-		sub.fn(ev)
-		sub.inFn.Store(false)
-		return true
-	}
-	sub.sendMu.Lock()
-	defer sub.sendMu.Unlock()
-	if sub.chClosed {
-		return false
-	}
-	select {
-	case sub.ch <- ev:
-		return true
-	default:
-	}
-	s.blocked.Store(true)
-	defer s.blocked.Store(false)
-	select {
-	case sub.ch <- ev:
-		return true
-	case <-sub.stop:
-		return false
-	case <-s.done:
-		return false
-	}
 }

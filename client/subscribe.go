@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -109,11 +108,9 @@ type Subscription struct {
 	cursor atomic.Uint64
 	ended  atomic.Bool
 	inFn   atomic.Bool // fn is running (Unsubscribe then does not wait)
-	ch     chan Event
-	// sendMu is held by a reader while sending on ch, and by terminate to
-	// close ch, so ch is never closed under a sender.
-	sendMu   sync.Mutex
-	chClosed bool
+	// q is the event queue (evqueue.go) between the reader goroutine and
+	// Next or Events; unused with fn.
+	q evQueue
 
 	c     *Conn
 	id    uint32
@@ -183,15 +180,12 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 			return nil, err
 		}
 	}
-	if fn != nil {
-		so.buffer = 0
-	}
 	sub := &Subscription{
 		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg, fn: fn,
-		ch:    make(chan Event, so.buffer),
 		stop:  make(chan struct{}),
 		ready: make(chan struct{}),
 	}
+	sub.q.init(so.buffer, channel)
 	for {
 		c.mu.Lock()
 		switch c.state.Load() {
@@ -275,23 +269,42 @@ func (sub *Subscription) Err() error {
 	return sub.err
 }
 
-// Events returns the event queue. It is closed after the subscription ends
-// and its queued events were received; Err then says why.
-func (sub *Subscription) Events() <-chan Event { return sub.ch }
+// Events returns the event queue as a channel. It is closed after the
+// subscription ends and its queued events were received; Err then says
+// why. Next hands events over in batches and costs less per event than
+// the channel, which takes a lock on each side per event: prefer Next
+// where a channel is not needed. The first call moves the events queued
+// so far into the channel; Next, called after it, reads the channel.
+func (sub *Subscription) Events() <-chan Event { return sub.q.events() }
 
 // Next returns the next event, waiting up to ctx. After the subscription
-// ended and its queued events were returned, Next returns Err().
+// ended and its queued events were returned, Next returns Err(). Events
+// are taken from the queue a batch at a time (everything queued), so Next
+// costs little per event; it may be called from several goroutines, each
+// event going to one of them.
 func (sub *Subscription) Next(ctx context.Context) (Event, error) {
-	select {
-	case ev, ok := <-sub.ch:
-		if !ok {
-			return Event{}, sub.Err()
+	if q := &sub.q; q.rmu.held.CompareAndSwap(false, true) {
+		// Fast path: a message of the item being decoded.
+		if it := &q.item; it.n > 1 && it.ev == nil {
+			ev := q.decode(it)
+			q.rmu.Unlock()
+			return ev, nil
 		}
-		return ev, nil
-	case <-ctx.Done():
-		return Event{}, ctx.Err()
+		q.rmu.Unlock()
 	}
+	ev, ok, err := sub.q.nextEvent(ctx, sub.stop)
+	switch {
+	case err != nil:
+		return Event{}, err
+	case !ok:
+		return Event{}, sub.Err()
+	}
+	return ev, nil
 }
+
+// Buffered returns the number of events queued and not yet returned by
+// Next (or received from Events). Safe from any goroutine.
+func (sub *Subscription) Buffered() int { return sub.q.buffered() }
 
 // Unsubscribe ends the subscription: no event is queued after it returns
 // (events already queued stay readable), it is not resumed, and it waits
@@ -360,10 +373,7 @@ func (sub *Subscription) terminate(err error) {
 	sub.mu.Unlock()
 	sub.ended.Store(true)
 	close(sub.stop)
-	sub.sendMu.Lock()
-	sub.chClosed = true
-	close(sub.ch)
-	sub.sendMu.Unlock()
+	sub.q.close()
 }
 
 // The methods below run on the reader goroutine of session s.
@@ -470,19 +480,23 @@ func (sub *Subscription) end(err error) {
 var errRevoked = &ServerError{Op: "subscribe", Err: wire.Error{Code: wire.CodeForbidden,
 	Text: "the server ended the subscription: permission revoked"}}
 
-// onData queues the messages of a DATA frame, copying the records once
-// (one allocation per frame), or, for a SubscribeFunc subscription, lends
-// them to its callback without a copy. Positions already delivered are dropped; a
-// hole before first becomes a Gap event (reason lost).
+// onData queues the count messages of a DATA frame from position first
+// (their records validated by DecodeData), or, for a SubscribeFunc
+// subscription, lends them to its callback without a copy. Positions
+// already delivered are dropped; a hole before them becomes a Gap event
+// (reason lost).
 //
-// owned records (a decompressed frame's fresh buffer) are not copied.
-func (sub *Subscription) onData(s *session, first uint64, records []byte, owned bool) {
-	if sub.fn != nil { // one flag for the frame's calls (deliver)
-		sub.inFn.Store(true)
-		defer sub.inFn.Store(false)
+// A queued subscription copies the records once (owned records, a
+// decompressed frame's fresh buffer, are not copied) and queues them as
+// one item; Next decodes them (evqueue.go).
+func (sub *Subscription) onData(s *session, first uint64, count uint32, records []byte, owned bool) {
+	if sub.fn == nil {
+		sub.queueData(s, first, count, records, owned)
+		return
 	}
+	sub.inFn.Store(true) // one flag for the frame's calls (deliver)
+	defer sub.inFn.Store(false)
 	cur := sub.cursor.Load()
-	var blk []byte
 	pos := first
 	for rest := records; ; pos++ {
 		body, ext, r, ok := wire.NextRecordExt(rest)
@@ -498,17 +512,10 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte, owned 
 				return
 			}
 		}
-		if blk == nil {
-			if blk = records; !owned && sub.fn == nil {
-				blk = bytes.Clone(records) // copy once; payloads alias it below
-			}
-		}
-		off := len(records) - len(rest) - len(body)
-		b := blk[off : off+len(body) : off+len(body)]
-		ev := Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: b}
+		ev := Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: body}
 		if ext {
 			// DecodeData validated the extended body.
-			e, err := wire.ParseExt(b, wire.TypeData)
+			e, err := wire.ParseExt(body, wire.TypeData)
 			if err != nil {
 				return
 			}
@@ -523,6 +530,61 @@ func (sub *Subscription) onData(s *session, first uint64, records []byte, owned 
 		cur = pos + 1
 		sub.cursor.Store(cur)
 	}
+}
+
+// queueData is onData for a queued subscription: it skips the records at
+// positions already delivered, queues a Gap for a hole before the rest,
+// copies the rest into the session's copy block and queues them as one
+// item, and moves the cursor past them.
+func (sub *Subscription) queueData(s *session, first uint64, count uint32, records []byte, owned bool) {
+	cur := sub.cursor.Load()
+	n := int(count)
+	for cur != 0 && first < cur && n > 0 {
+		_, _, rest, ok := wire.NextRecordExt(records)
+		if !ok {
+			return
+		}
+		records, first, n = rest, first+1, n-1
+	}
+	if n == 0 {
+		return
+	}
+	if cur != 0 && first > cur {
+		if !sub.emitGap(s, wire.Gap{From: cur, To: first - 1, Reason: wire.GapLost}) {
+			return
+		}
+	}
+	if !owned {
+		records = s.copyRecords(records)
+	}
+	if sub.push(s, qItem{first: first, recs: records, n: n}) {
+		sub.cursor.Store(first + uint64(n))
+	}
+}
+
+// copyBlock is the size of the blocks the reader copies small runs of
+// queued records into, shared by consecutive frames, so that a frame of
+// one small message does not cost an allocation of its own; a run of more
+// than a quarter of it gets an allocation of its size (sharing a block
+// would waste its tail).
+const copyBlock = 16 << 10
+
+// copyRecords copies recs into the session's copy block (or a new
+// allocation, see copyBlock) and returns the copy; the Events' payloads
+// alias it, so a block is never reused (the garbage collector frees it
+// with its last message). Reader only.
+func (s *session) copyRecords(recs []byte) []byte {
+	n := len(recs)
+	if n > copyBlock/4 {
+		return append([]byte(nil), recs...)
+	}
+	if len(s.blk) < n {
+		s.blk = make([]byte, copyBlock)
+	}
+	c := s.blk[:n:n]
+	copy(c, recs)
+	s.blk = s.blk[n:]
+	return c
 }
 
 // onGap queues a GAP, trimmed to the positions not yet delivered.

@@ -164,7 +164,7 @@ func runSub(ctx context.Context, std stdio, args []string) int {
 			_ = w.Flush()
 			fmt.Fprintf(std.err, "epoch %d from %d\n", ev.Epoch, ev.Position)
 		}
-		if len(sub.Events()) == 0 {
+		if sub.Buffered() == 0 {
 			if err := w.Flush(); err != nil {
 				fmt.Fprintf(std.err, "sluice sub: %v\n", err)
 				return exitFail
