@@ -14,9 +14,10 @@ import (
 // Result is what one run measured. Rates are per second over the measured
 // phase; zero fields were not measured by that scenario.
 type Result struct {
-	System   string `json:"system"`
-	Scenario string `json:"scenario"`
-	Config   Config `json:"config"`
+	System   string    `json:"system"`
+	Scenario string    `json:"scenario"`
+	Config   Config    `json:"config"`
+	Started  time.Time `json:"started"` // when Run began
 
 	Published int64         `json:"published"`        // messages published (acknowledged ones for ack-*)
 	Elapsed   time.Duration `json:"elapsed_ns"`       // publishing phase (replay: the reading phase; PubRate is the fill rate)
@@ -30,6 +31,11 @@ type Result struct {
 	SubErr         string        `json:"sub_error,omitempty"`  // why the first of them ended
 	DeliverElapsed time.Duration `json:"deliver_elapsed_ns,omitempty"`
 	DeliverRate    float64       `json:"delivered_msgs_per_sec,omitempty"`
+	// Overload is how long the backlog per subscriber exceeded
+	// Config.OverMark; MaxBacklog the largest backlog per subscriber, in
+	// payload bytes (throughput scenarios with subscribers).
+	Overload   time.Duration `json:"overload_ns,omitempty"`
+	MaxBacklog int64         `json:"max_backlog_bytes,omitempty"`
 
 	Latency    *LatencySummary `json:"latency,omitempty"`
 	MaxSendLag time.Duration   `json:"max_send_lag_ns,omitempty"` // latency: worst publisher lag behind schedule

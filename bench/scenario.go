@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,16 @@ type Config struct {
 	Duration time.Duration `json:"duration_ns,omitempty"`
 	Window   int           `json:"window,omitempty"` // ack-async: publishes in flight
 	Conns    int           `json:"conns,omitempty"`  // idle: connections
+	// Live: throughput scenarios with subscribers: the publishers stay at
+	// most Live messages ahead of the subscribers (flow.go); 0 publishes
+	// as fast as the system takes messages (overload).
+	Live int `json:"live,omitempty"`
+	// OverMark: bytes of backlog per subscriber past which a throughput
+	// run counts as overloaded (Result.Overload); 0 does not time it.
+	OverMark int `json:"over_mark,omitempty"`
+	// Warmup: latency: deliveries of messages due in the first Warmup of
+	// the schedule are not recorded.
+	Warmup time.Duration `json:"warmup_ns,omitempty"`
 	// Stall ends the wait for deliveries when no message arrived for this
 	// long (default 3 s); the run is then reported incomplete.
 	Stall time.Duration `json:"-"`
@@ -199,7 +210,7 @@ func Run(ctx context.Context, d Driver, name string, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{System: d.Name(), Scenario: name, Config: c}
+	r := Result{System: d.Name(), Scenario: name, Config: c, Started: time.Now()}
 	r.Load1[0] = LoadAvg()
 	err = sc.run(ctx, d, c, &r)
 	r.Load1[1] = LoadAvg()
@@ -428,9 +439,21 @@ func runThroughput(ctx context.Context, d Driver, c Config, r *Result) error {
 	} else {
 		c.Progress.reset("publish", total)
 	}
+	flow := newFlowMonitor(c, counters, expected, total)
+	step := int64(64) // publishes counted into flow at a time
+	if c.Live > 0 {
+		step = min(step, max(int64(c.Live)/8, 1))
+	}
 	meter := startMeter(c.Server)
 	pctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
+	flow.start()
+	flowStopped := false
+	defer func() {
+		if !flowStopped {
+			flow.stop()
+		}
+	}()
 	start := time.Now()
 	sent := make([]int64, c.Pubs) // written by publisher i, read after errs
 	errs := make(chan error, c.Pubs)
@@ -442,14 +465,21 @@ func runThroughput(ctx context.Context, d Driver, c Config, r *Result) error {
 				if m&1023 == 1023 && pctx.Err() != nil {
 					break // Duration reached
 				}
+				if n%step == 0 && !flow.wait(pctx) {
+					break // Duration reached
+				}
 				if err = pc.Publish(pctx, names[(i+m)%c.Channels], body); err != nil {
 					break
 				}
 				n++
+				if n%step == 0 {
+					flow.published.Add(step)
+				}
 				if c.Subs == 0 && n&1023 == 0 {
 					c.Progress.add(1024)
 				}
 			}
+			flow.published.Add(n % step)
 			if ferr := pc.Flush(ctx); err == nil {
 				err = ferr
 			}
@@ -484,6 +514,9 @@ func runThroughput(ctx context.Context, d Driver, c Config, r *Result) error {
 	}
 	r.Expected = expected
 	end, complete := waitDeliveries(ctx, counters, expected, c.Stall)
+	flow.stop()
+	flowStopped = true
+	r.Overload, r.MaxBacklog = flow.overload, int64(flow.maxBacklog)
 	for _, k := range counters {
 		r.Delivered += k.n.Load()
 	}
@@ -709,6 +742,10 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 	base := time.Now()
 	h := NewHistogram()
 	var hmu sync.Mutex // handlers run on one goroutine per subscriber; the lock orders them and the final read
+	// Messages due before warm (nanoseconds after base) are not recorded:
+	// the first Warmup of the schedule (set once the schedule starts).
+	var warm atomic.Int64
+	warm.Store(math.MaxInt64)
 	counters := make([]*counter, nsubs)
 	subs := make([]Sub, 0, nsubs)
 	defer func() {
@@ -721,10 +758,11 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 		counters[j] = k
 		sub, err := conns[1+j].Subscribe(ctx, ch, StartLive, func(p []byte) {
 			if len(p) >= 8 {
-				due := int64(binary.LittleEndian.Uint64(p))
-				hmu.Lock()
-				h.Record(int64(time.Since(base)) - due)
-				hmu.Unlock()
+				if due := int64(binary.LittleEndian.Uint64(p)); due >= warm.Load() {
+					hmu.Lock()
+					h.Record(int64(time.Since(base)) - due)
+					hmu.Unlock()
+				}
 			}
 			k.handle(p)
 		})
@@ -738,6 +776,7 @@ func runLatency(ctx context.Context, d Driver, c Config, r *Result) error {
 	meter := startMeter(c.Server)
 	pacer := Pacer{Rate: c.Rate, Mode: c.Pacer}
 	start := time.Now()
+	warm.Store(int64(start.Sub(base) + c.Warmup))
 	lag, perr := pacer.Run(ctx, start, n, func(_ int, due time.Time) error {
 		binary.LittleEndian.PutUint64(body, uint64(due.Sub(base)))
 		return pub.Publish(ctx, ch, body)

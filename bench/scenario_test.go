@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -340,5 +341,45 @@ func TestDurationCutsPublishingExactly(t *testing.T) {
 	// channel 1 to subscriber 1; every message has exactly one subscriber.
 	if r.Expected != r.Published || r.Delivered != r.Expected {
 		t.Fatalf("published %d expected %d delivered %d", r.Published, r.Expected, r.Delivered)
+	}
+}
+
+// TestReceivePathsAndRegimes: the SDK's three receive paths deliver every
+// message, in both regimes; the live regime keeps every subscriber's
+// backlog within its window (MaxBacklog, sampled by the flow monitor) and
+// a latency run's warm-up is left out of its histogram.
+func TestReceivePathsAndRegimes(t *testing.T) {
+	base := startEngine(t)
+	for _, recv := range []RecvMode{RecvFunc, RecvNext, RecvEvents} {
+		for _, live := range []int{0, 64} {
+			t.Run(fmt.Sprintf("%v/live=%d", recv, live), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+				defer cancel()
+				d := &SluiceDriver{Addr: base.Addr, NoAck: true, Recv: recv, SDKDefaults: true}
+				r, err := Run(ctx, d, "fanout", Config{Count: 5000, Subs: 3, Size: 100, Live: live, OverMark: 1 << 30})
+				if err != nil {
+					t.Fatalf("%v (%+v)", err, r)
+				}
+				if r.Delivered != 15000 || r.Lost() != 0 || r.Overload != 0 {
+					t.Fatalf("delivered %d lost %d overload %v", r.Delivered, r.Lost(), r.Overload)
+				}
+				// The window plus what a publisher sends between two
+				// samples of the monitor (one step of live/8).
+				if live > 0 && r.MaxBacklog > int64(live+live/8)*100 {
+					t.Fatalf("live backlog %d bytes over the window of %d messages", r.MaxBacklog, live)
+				}
+			})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	d := &SluiceDriver{Addr: base.Addr, NoAck: true, Recv: RecvNext}
+	r, err := Run(ctx, d, "latency", Config{Rate: 5000, Duration: 400 * time.Millisecond, Warmup: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2000 due over 400 ms; those due in the first 200 ms are not recorded.
+	if r.Delivered != 2000 || r.Latency == nil || r.Latency.Count < 900 || r.Latency.Count > 1100 {
+		t.Fatalf("delivered %d, recorded %+v", r.Delivered, r.Latency)
 	}
 }

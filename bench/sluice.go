@@ -38,6 +38,51 @@ type SluiceDriver struct {
 	// DATA for these clients); 0 keeps the SDK's default (off), and a
 	// negative value is off too.
 	Compression int
+	// Recv is how subscribers receive: RecvFunc (the zero value) with
+	// SubscribeFunc, RecvNext and RecvEvents with Subscribe and the
+	// subscription's queue.
+	Recv RecvMode
+	// SDKDefaults leaves the SDK's own publish window and subscription
+	// queue (Window and SubBuffer are ignored): what a user of the README's
+	// code gets.
+	SDKDefaults bool
+}
+
+// RecvMode says which SDK path a Sluice subscriber receives with.
+type RecvMode uint8
+
+// Receive paths.
+const (
+	// RecvFunc: SubscribeFunc, the payload lent to the handler on the
+	// connection's reader goroutine (no copy, no hand-off).
+	RecvFunc RecvMode = iota
+	// RecvNext: Subscribe, and a goroutine per subscription calling Next
+	// (the SDK's default path: the payload is the application's).
+	RecvNext
+	// RecvEvents: Subscribe, and a goroutine per subscription ranging
+	// over Events.
+	RecvEvents
+)
+
+// String returns "func", "next" or "events".
+func (m RecvMode) String() string {
+	switch m {
+	case RecvNext:
+		return "next"
+	case RecvEvents:
+		return "events"
+	}
+	return "func"
+}
+
+// ParseRecvMode parses "func", "next" or "events".
+func ParseRecvMode(s string) (RecvMode, error) {
+	for _, m := range []RecvMode{RecvFunc, RecvNext, RecvEvents} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: receive path %q (func, next or events)", ErrConfig, s)
 }
 
 // Name returns "sluice".
@@ -50,7 +95,10 @@ func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
 	if window <= 0 {
 		window = 4096
 	}
-	opts := []client.Option{client.WithName("sluice-bench"), client.WithReconnect(false), client.WithMaxPending(window)}
+	opts := []client.Option{client.WithName("sluice-bench"), client.WithReconnect(false)}
+	if !d.SDKDefaults {
+		opts = append(opts, client.WithMaxPending(window))
+	}
 	if d.Dial != nil {
 		opts = append(opts, client.WithDialer(d.Dial))
 	}
@@ -61,8 +109,11 @@ func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: sluice dial %s: %w", d.Addr, err)
 	}
-	sc := &sluiceClient{c: c, subBuf: d.SubBuffer, noAck: d.NoAck, idle: make(chan struct{}, 1)}
-	if sc.subBuf <= 0 {
+	sc := &sluiceClient{c: c, subBuf: d.SubBuffer, noAck: d.NoAck, recv: d.Recv, idle: make(chan struct{}, 1)}
+	switch {
+	case d.SDKDefaults:
+		sc.subBuf = 0
+	case sc.subBuf <= 0:
 		sc.subBuf = 4096
 	}
 	sc.onAck = func(_ uint64, err error) { sc.acked(err) }
@@ -73,8 +124,9 @@ func (d *SluiceDriver) Connect(ctx context.Context) (Client, error) {
 // PublishFunc with one reused callback, or PublishNoAck with NoAck.
 type sluiceClient struct {
 	c      *client.Conn
-	subBuf int
+	subBuf int // 0: the SDK's default
 	noAck  bool
+	recv   RecvMode
 	onAck  func(uint64, error)
 
 	outstanding atomic.Int64  // publishes sent by Publish awaiting their ack
@@ -146,27 +198,59 @@ func (s *sluiceClient) Flush(ctx context.Context) error {
 	return s.firstErr
 }
 
-// Subscribe implements Client with the SDK's SubscribeFunc: h runs on the
-// Conn's reader goroutine with the payload lent (valid until it returns,
-// as Handler says), and Gap positions count as dropped.
+// Subscribe implements Client with the SDK's SubscribeFunc (RecvFunc: h
+// runs on the Conn's reader goroutine with the payload lent, valid until
+// it returns, as Handler says), or with Subscribe and a goroutine that
+// reads the subscription with Next or Events and calls h (RecvNext,
+// RecvEvents); Gap positions count as dropped.
 func (s *sluiceClient) Subscribe(ctx context.Context, ch string, start Start, h Handler) (Sub, error) {
-	from := client.FromLive()
+	opts := []client.SubOption{client.FromLive()}
 	if start == StartEarliest {
-		from = client.FromEarliest()
+		opts[0] = client.FromEarliest()
 	}
 	ss := &sluiceSub{}
-	sub, err := s.c.SubscribeFunc(ctx, ch, func(ev client.Event) {
+	handle := func(ev client.Event) {
 		switch ev.Kind {
 		case client.KindMessage:
 			h(ev.Payload)
 		case client.KindGap:
 			ss.dropped.Add(ev.Gap.To - ev.Gap.From + 1)
 		}
-	}, from)
+	}
+	if s.recv == RecvFunc {
+		sub, err := s.c.SubscribeFunc(ctx, ch, handle, opts...)
+		if err != nil {
+			return nil, err
+		}
+		ss.sub = sub
+		return ss, nil
+	}
+	if s.subBuf > 0 {
+		opts = append(opts, client.WithBuffer(s.subBuf))
+	}
+	sub, err := s.c.Subscribe(ctx, ch, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ss.sub = sub
+	ss.sub, ss.reading = sub, make(chan struct{})
+	// The reader ends when the subscription does (Close, or the
+	// connection's end): Next then returns its error, Events is closed.
+	go func() {
+		defer close(ss.reading)
+		if s.recv == RecvEvents {
+			for ev := range sub.Events() {
+				handle(ev)
+			}
+			return
+		}
+		for {
+			ev, err := sub.Next(context.Background())
+			if err != nil {
+				return
+			}
+			handle(ev)
+		}
+	}()
 	return ss, nil
 }
 
@@ -180,6 +264,7 @@ func (s *sluiceClient) Close() error { return s.c.Close() }
 // sluiceSub counts the positions a subscription was told are missing.
 type sluiceSub struct {
 	sub     *client.Subscription
+	reading chan struct{} // RecvNext, RecvEvents: closed when the reader ended
 	dropped atomic.Uint64
 	closing atomic.Bool
 }
@@ -196,12 +281,17 @@ func (s *sluiceSub) Err() error {
 	return s.sub.Err()
 }
 
-// Close implements Sub with Unsubscribe (bounded to 5 s).
+// Close implements Sub with Unsubscribe (bounded to 5 s), and waits for
+// the subscription's reader goroutine, if any, to end.
 func (s *sluiceSub) Close() error {
 	s.closing.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return s.sub.Unsubscribe(ctx)
+	err := s.sub.Unsubscribe(ctx)
+	if s.reading != nil {
+		<-s.reading
+	}
+	return err
 }
 
 // LoopbackDialer returns a TCP dialer that binds each new connection to the
