@@ -20,15 +20,13 @@ type row struct {
 	// and overload regimes (0: the regime does not apply); count is the
 	// count of a row without regimes (publish only).
 	count, liveCount, overCount int
-	// live is the live regime's window: messages a publisher may run
-	// ahead of the subscribers (1 MiB of payload, at least 64).
-	live int
 	// target is issue 27's Sluice/NATS target (0: none); lower is better
 	// for latency and memory rows.
 	target float64
 	// loopback spreads the load generator's connections over this many
-	// source addresses 127.0.0.1 ... (both servers limit connections per
-	// address: Sluice to 1024 by default).
+	// source addresses 127.0.0.1 ... (a client's ports to one server
+	// address number about 28,000; Sluice limits connections per
+	// address).
 	loopback  int
 	freshOnly bool
 	note      string
