@@ -393,11 +393,12 @@ func TestClusterDrainGoesOnAfterOneSIGTERM(t *testing.T) {
 		!strings.Contains(out, "node b drains") {
 		t.Fatalf("drain --self: code %d stdout %q stderr %q", code, out, errs)
 	}
-	// The signal must come after b took the request (else the signal
-	// starts the drain, which is fine too but not this test's case).
-	proctest.WaitUntil(t, "b to take the drain request", 10*time.Second, 20*time.Millisecond, func() (bool, string) {
+	// The signal must come once b drains at the request, which it logs
+	// ("draining") after it started watching for signals (a signal before
+	// that starts the drain itself, which is fine too but not this case).
+	proctest.WaitUntil(t, "b to drain at the request", 10*time.Second, 20*time.Millisecond, func() (bool, string) {
 		logs, _ := os.ReadFile(b.Log)
-		return strings.Contains(string(logs), "asked to drain"), ""
+		return strings.Contains(string(logs), "asked to drain") && strings.Contains(string(logs), "msg=draining"), ""
 	})
 	b.Signal(t, syscall.SIGTERM)
 	select {
