@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,11 +83,8 @@ func BenchmarkSingle_Propose(b *testing.B) {
 // Propose. The sweep over proposers shows where it saturates.
 func BenchmarkRaft3_Propose(b *testing.B) {
 	c := newTestCluster(b, func(cfg *Config) {
-		d := Config{}.withDefaults()
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = d.HeartbeatTimeout, d.ElectionTimeout, d.LeaderLeaseTimeout
-		cfg.CommitTimeout, cfg.ReconcileInterval, cfg.SegmentSize = d.CommitTimeout, 50*time.Millisecond, d.SegmentSize
+		defaultTimings(cfg)
 		cfg.StableAfter = 100 * time.Millisecond // a quick start; no effect on the rate
-		cfg.Logger = nil
 	})
 	c.startAll(true, "a", "b", "c")
 	c.waitVoters("a", "b", "c")
@@ -126,4 +126,102 @@ func benchPropose(b *testing.B, log Log, p int) {
 		b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	}
+}
+
+// defaultTimings makes a test cluster use the production timings (the
+// test harness shortens them).
+func defaultTimings(cfg *Config) {
+	d := Config{}.withDefaults()
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = d.HeartbeatTimeout, d.ElectionTimeout, d.LeaderLeaseTimeout
+	cfg.CommitTimeout, cfg.SegmentSize, cfg.DeadAfter = d.CommitTimeout, d.SegmentSize, d.DeadAfter
+}
+
+// BenchmarkRaft3_Failover: three voters with the default timings; each op
+// shuts the leader down and waits until another node leads and has
+// applied everything committed before (Barrier); then the old leader is
+// restarted from its directory and caught up before the next op.
+// failover-ms is the mean of those waits, max-ms the longest.
+func BenchmarkRaft3_Failover(b *testing.B) {
+	c := newTestCluster(b, func(cfg *Config) {
+		defaultTimings(cfg)
+		cfg.StableAfter = 100 * time.Millisecond
+	})
+	c.startAll(true, "a", "b", "c")
+	c.waitVoters("a", "b", "c")
+	var total, longest time.Duration
+	n := 0
+	for b.Loop() {
+		old := c.leader()
+		c.propose(setCmd("k", fmt.Sprint(n)))
+		start := time.Now()
+		c.kill(old)
+		l := c.leader()
+		d := time.Since(start)
+		total += d
+		longest = max(longest, d)
+		n++
+		b.StopTimer()
+		if l == old {
+			b.Fatal("the dead node leads")
+		}
+		c.start(old.name, true, nil)
+		c.waitState(map[string]string{"k": fmt.Sprint(n - 1)})
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(n), "failover-ms")
+	b.ReportMetric(float64(longest.Milliseconds()), "max-ms")
+}
+
+// BenchmarkRaft1_Restart100k: one node with its directory holds 100,000
+// keys of ~150 bytes (one command each, snapshots at the default
+// threshold); each op shuts it down and starts it again until its FSM
+// holds every key. restore-ms is the time NewRaft took (it restores the
+// latest snapshot), dir-MB the data directory's size.
+func BenchmarkRaft1_Restart100k(b *testing.B) {
+	const keys = 100_000
+	c := newTestCluster(b, defaultTimings)
+	a := c.start("a", true, nil)
+	l := c.leader()
+	val := strings.Repeat("v", 140)
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 256 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= keys; i = next.Add(1) {
+				if _, _, err := l.log.Propose(context.Background(), setCmd(fmt.Sprintf("k%06d", i), val)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var restore time.Duration
+	for b.Loop() {
+		c.kill(a)
+		start := time.Now()
+		c.start("a", true, nil)
+		restore += time.Since(start)
+		waitFor(b, testTimeout, "every key back", func() bool { return len(a.fsm.state()) == keys })
+	}
+	b.ReportMetric(float64(restore.Milliseconds())/float64(b.N), "restore-ms")
+	b.ReportMetric(float64(dirSize(b, a.dir))/(1<<20), "dir-MB")
+}
+
+func dirSize(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
