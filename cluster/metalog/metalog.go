@@ -165,5 +165,7 @@ func (e *NotLeaderError) Error() string {
 // Unwrap returns ErrNotLeader.
 func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
 
-// DefaultMaxCommand is the default limit on a command's length.
-const DefaultMaxCommand = 1 << 20
+// DefaultMaxCommand is the default limit on a command's length: room for
+// package meta's largest command (an Expire or Drop batch of 4,096 entries
+// with 255-byte names, about 1.1 MB).
+const DefaultMaxCommand = 2 << 20
