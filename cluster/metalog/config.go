@@ -47,8 +47,8 @@ type Config struct {
 	// CommitTimeout: an idle leader sends an AppendEntries this often, so
 	// followers learn the commit index of the last entries (and apply them)
 	// within this long (randomised up to twice).
-	HeartbeatTimeout   time.Duration // default 500 ms
-	ElectionTimeout    time.Duration // default 500 ms
+	HeartbeatTimeout   time.Duration // default 1 s
+	ElectionTimeout    time.Duration // default 1 s
 	LeaderLeaseTimeout time.Duration // default 500 ms
 	CommitTimeout      time.Duration // default 10 ms
 	// MaxAppendEntries bounds the entries per AppendEntries and per group
@@ -113,8 +113,8 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	setInt(&c.BootstrapExpect, 1)
-	set(&c.HeartbeatTimeout, 500*time.Millisecond)
-	set(&c.ElectionTimeout, 500*time.Millisecond)
+	set(&c.HeartbeatTimeout, time.Second)
+	set(&c.ElectionTimeout, time.Second)
 	set(&c.LeaderLeaseTimeout, 500*time.Millisecond)
 	set(&c.CommitTimeout, 10*time.Millisecond)
 	setInt(&c.MaxAppendEntries, 256)
