@@ -21,10 +21,10 @@ type Config struct {
 	// connection, and from which the records' keys derive. "" proves
 	// nothing: then anyone who reaches the port is a peer.
 	Secret string
-	// DataDir holds the server id, the write-ahead log and the snapshots
-	// (files "server-id", "wal/", "snapshots/"); it is created if missing.
-	// "" keeps everything in memory: a restart starts empty, under a new
-	// server id (tests).
+	// DataDir holds the write-ahead log with its metadata, which also keeps
+	// raft's term and vote and the server id ("wal/"), and the snapshots
+	// ("snapshots/"); it is created if missing. "" keeps everything in
+	// memory: a restart starts empty, under a new server id (tests).
 	DataDir string
 	// BootstrapExpect is how many live members with empty logs a node waits
 	// to see before the smallest-named of them starts a new cluster

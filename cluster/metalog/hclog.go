@@ -2,9 +2,11 @@ package metalog
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,7 +16,7 @@ import (
 // WAL) to the server's slog logger. Levels map one to one (Trace to
 // slog's Debug-4), the logger's name goes in the attribute "component", and
 // the slog handler decides what is written: a disabled level costs one
-// Enabled call. raft's Error lines are mostly about unreachable peers
+// Enabled call. A line about a connection this node closed drops to Debug. raft's Error lines are mostly about unreachable peers
 // (failed heartbeats and appends, with backoff); they stay errors, since an
 // operator wants to see a peer the leader cannot reach.
 type slogLogger struct {
@@ -50,11 +52,27 @@ func (s *slogLogger) Log(level hclog.Level, msg string, args ...any) {
 		return
 	}
 	lv := slogLevel(level)
+	if lv > slog.LevelDebug && closedByUs(args) {
+		lv = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if !s.l.Enabled(ctx, lv) {
 		return
 	}
 	s.l.Log(ctx, lv, msg, args...)
+}
+
+// closedByUs reports whether an argument is an error about a connection
+// this node closed (raft's transport reports its handlers' reads on
+// connections closed by Shutdown or by the stream layer as errors): that is
+// not a fault, and it stays below the operator's usual level.
+func closedByUs(args []any) bool {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *slogLogger) Trace(msg string, args ...any) { s.Log(hclog.Trace, msg, args...) }

@@ -2,7 +2,9 @@ package metalog
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 
@@ -39,6 +41,10 @@ func TestHCLog(t *testing.T) {
 	}
 	if l.IsDebug() || !l.IsInfo() || l.GetLevel() != hclog.Info {
 		t.Error("level queries")
+	}
+	l.Error("closed-line", "error", fmt.Errorf("read: %w", net.ErrClosed))
+	if strings.Contains(buf.String(), "closed-line") {
+		t.Error("an error about a connection closed here was logged above Debug")
 	}
 	l.StandardLogger(nil).Print("std-line")
 	if !strings.Contains(buf.String(), "msg=std-line") {
