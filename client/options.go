@@ -54,6 +54,7 @@ type options struct {
 	tls         *tls.Config
 	idempotence time.Duration // > 0: automatic message ids, resent for this long
 	compressMin int           // > 0: offer S2, compress publishes of at least this many bytes
+	propagator  Propagator    // non-nil: headers injected into every publish (propagate.go)
 }
 
 func defaultOptions() options {

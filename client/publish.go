@@ -309,6 +309,12 @@ func (c *Conn) publish(ctx context.Context, channel string, payload, msgID []byt
 	if err := c.validChannel(channel); err != nil {
 		return err
 	}
+	if p := c.opts.propagator; p != nil {
+		var err error
+		if hs, err = propagate(p, ctx, hs); err != nil {
+			return err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return err // ended before anything was sent
 	}
@@ -394,12 +400,19 @@ func (c *Conn) PublishNoAck(ctx context.Context, channel string, payload []byte)
 	if err := c.validChannel(channel); err != nil {
 		return err
 	}
+	var hs []Header
+	if p := c.opts.propagator; p != nil {
+		var err error
+		if hs, err = propagate(p, ctx, nil); err != nil {
+			return err
+		}
+	}
 	for {
 		if err := c.usable(); err != nil {
 			return err
 		}
 		if s := c.cur.Load(); s != nil {
-			ok, wait, err := s.enqueueNoAck(channel, payload)
+			ok, wait, err := s.enqueueNoAck(channel, payload, hs)
 			if ok || err != nil {
 				return err
 			}

@@ -198,19 +198,24 @@ func (s *session) enqueuePublish(channel string, payload, msgID []byte, hs []Hea
 	return true, nil
 }
 
-// enqueueNoAck queues a PUBLISH without FlagAck. It reports ok when the
-// frame was queued; otherwise, with no error, either wait is a channel
-// closed once the writer has taken the queued output (the queue is over
-// its bound) or wait is nil and the session no longer takes requests.
-func (s *session) enqueueNoAck(channel string, payload []byte) (ok bool, wait <-chan struct{}, err error) {
+// enqueueNoAck queues a PUBLISH without FlagAck, with headers hs if any
+// (WithPropagator's). It reports ok when the frame was queued; otherwise,
+// with no error, either wait is a channel closed once the writer has
+// taken the queued output (the queue is over its bound) or wait is nil
+// and the session no longer takes requests.
+func (s *session) enqueueNoAck(channel string, payload []byte, hs []Header) (ok bool, wait <-chan struct{}, err error) {
 	s.mu.Lock()
 	if s.dead || s.goaway {
 		s.mu.Unlock()
 		return false, nil, nil
 	}
-	if uint64(len(payload)) > uint64(s.welcome.MaxPayload) {
+	if len(hs) > 0 && s.welcome.Features&wire.FeatureHeaders == 0 {
 		s.mu.Unlock()
-		return false, nil, fmt.Errorf("%w: %d bytes, server max %d", ErrPayloadTooLarge, len(payload), s.welcome.MaxPayload)
+		return false, nil, fmt.Errorf("%w (server %s)", ErrHeadersUnsupported, s.welcome.ServerName)
+	}
+	if n := wire.ExtLen(nil, hs, len(payload)); uint64(n) > uint64(s.welcome.MaxPayload) {
+		s.mu.Unlock()
+		return false, nil, fmt.Errorf("%w: %d bytes, server max %d", ErrPayloadTooLarge, n, s.welcome.MaxPayload)
 	}
 	if len(s.wbuf) >= noAckQueueLimit {
 		if s.taken == nil {
@@ -221,7 +226,7 @@ func (s *session) enqueueNoAck(channel string, payload []byte) (ok bool, wait <-
 		s.kick()
 		return false, wait, nil
 	}
-	s.appendPublish(s.c.nextReq(), 0, channel, payload, nil, nil)
+	s.appendPublish(s.c.nextReq(), 0, channel, payload, nil, hs)
 	s.mu.Unlock()
 	s.kick()
 	return true, nil, nil

@@ -940,10 +940,12 @@ function callbackThrew(logger, what, e) {
   if (typeof g.reportError === "function") g.reportError(e);
   else console.error(`sluice: ${what} callback threw`, e);
 }
-function extOf(o) {
-  if (o.msgId === void 0 && o.headers === void 0) return null;
+function extOf(o, inject) {
+  const injected = inject?.();
+  if (o.msgId === void 0 && o.headers === void 0 && !injected?.length) return null;
   const msgId = o.msgId === void 0 ? null : toBytes(o.msgId);
-  const pairs = o.headers === void 0 ? [] : Array.isArray(o.headers) ? o.headers : Object.entries(o.headers);
+  let pairs = o.headers === void 0 ? [] : Array.isArray(o.headers) ? o.headers : Object.entries(o.headers);
+  if (injected?.length) pairs = [...pairs, ...injected];
   const ext = { msgId, headers: pairs.map(([key, value]) => ({ key: String(key), value: String(value) })) };
   checkExt(ext);
   return hasExt(ext) ? ext : null;
@@ -1006,7 +1008,8 @@ function checkOptions(o) {
     maxBody,
     onState: o.onState,
     logger: o.logger,
-    random: o.random ?? Math.random
+    random: o.random ?? Math.random,
+    injectHeaders: o.injectHeaders
   };
 }
 var Client = class {
@@ -1336,7 +1339,7 @@ var Client = class {
     try {
       ch = this.channelBytes(channel);
       pl = toBytes(payload);
-      ext = extOf(opts);
+      ext = extOf(opts, this.opts.injectHeaders);
       this.usable();
       if (signal?.aborted) throw abortReason(signal);
     } catch (e) {

@@ -71,6 +71,14 @@ export interface ConnectOptions {
   logger?: Logger;
   /** The random source of the backoff jitter, in [0, 1) (default Math.random). */
   random?: () => number;
+  /**
+   * Headers to add to every publish, asked for when publish() or
+   * publishNoAck() is called (synchronously, so it sees the caller's
+   * active context): how a trace context travels to the subscribers.
+   * `@sluice-rtm/client/otel` makes one from OpenTelemetry's propagation
+   * API (`otelTracing()`). Default: none (one check per publish).
+   */
+  injectHeaders?: () => Array<[string, string]>;
 }
 
 export interface Logger {
@@ -225,11 +233,16 @@ function callbackThrew(logger: Logger | undefined, what: string, e: unknown) {
   else console.error(`sluice: ${what} callback threw`, e);
 }
 
-/** The message id and headers of publish options, checked; null when there are none. */
-function extOf(o: PublishOptions): codec.Ext | null {
-  if (o.msgId === undefined && o.headers === undefined) return null;
+/**
+ * The message id and headers of publish options, with the injected ones
+ * after the message's own, checked; null when there are none.
+ */
+function extOf(o: PublishOptions, inject?: () => Array<[string, string]>): codec.Ext | null {
+  const injected = inject?.();
+  if (o.msgId === undefined && o.headers === undefined && !injected?.length) return null;
   const msgId = o.msgId === undefined ? null : toBytes(o.msgId);
-  const pairs = o.headers === undefined ? [] : Array.isArray(o.headers) ? o.headers : Object.entries(o.headers);
+  let pairs = o.headers === undefined ? [] : Array.isArray(o.headers) ? o.headers : Object.entries(o.headers);
+  if (injected?.length) pairs = [...pairs, ...injected];
   const ext: codec.Ext = { msgId, headers: pairs.map(([key, value]) => ({ key: String(key), value: String(value) })) };
   codec.checkExt(ext);
   return codec.hasExt(ext) ? ext : null;
@@ -285,6 +298,7 @@ interface Opts {
   onState?: (ev: StateEvent) => void;
   logger?: Logger;
   random: () => number;
+  injectHeaders?: () => Array<[string, string]>;
 }
 
 function checkOptions(o: ConnectOptions): Opts {
@@ -319,6 +333,7 @@ function checkOptions(o: ConnectOptions): Opts {
     onState: o.onState,
     logger: o.logger,
     random: o.random ?? Math.random,
+    injectHeaders: o.injectHeaders,
   };
 }
 
@@ -698,7 +713,7 @@ export class Client {
     try {
       ch = this.channelBytes(channel);
       pl = toBytes(payload);
-      ext = extOf(opts);
+      ext = extOf(opts, this.opts.injectHeaders);
       this.usable();
       if (signal?.aborted) throw abortReason(signal);
     } catch (e) {
