@@ -217,17 +217,28 @@ func (w *logWriter) Write(b []byte) (int, error) {
 // Status runs `bin cluster status --json` against the node at addr with
 // the cluster secret, allowing it timeout.
 func Status(bin, addr, secret string, timeout time.Duration) (engine.Status, error) {
+	raw, err := StatusJSON(bin, addr, secret, timeout)
+	if err != nil {
+		return engine.Status{}, err
+	}
+	var st engine.Status
+	err = json.Unmarshal(raw, &st)
+	return st, err
+}
+
+// StatusJSON is Status's answer as the command prints it (fields this
+// package's engine.Status may not know included, such as those of a newer
+// binary).
+func StatusJSON(bin, addr, secret string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "cluster", "status", "--server", addr, "--secret", secret, "--json", "--timeout", "2s")
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return engine.Status{}, fmt.Errorf("%v: %s", err, errb.String())
+		return nil, fmt.Errorf("%v: %s", err, errb.String())
 	}
-	var st engine.Status
-	err := json.Unmarshal(out.Bytes(), &st)
-	return st, err
+	return out.Bytes(), nil
 }
 
 // Alive counts the members of st in state alive.

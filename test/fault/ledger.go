@@ -17,6 +17,7 @@ package fault
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,7 +46,10 @@ func ParsePayload(p []byte) (channel string, id MsgID, ok bool) {
 	if len(parts) != 4 || strings.Trim(parts[3], "x") != "" {
 		return "", MsgID{}, false
 	}
-	if _, err := fmt.Sscanf(parts[1]+" "+parts[2], "%d %d", &id.Pub, &id.Seq); err != nil {
+	var err1, err2 error
+	id.Pub, err1 = strconv.Atoi(parts[1])
+	id.Seq, err2 = strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil {
 		return "", MsgID{}, false
 	}
 	return parts[0], id, true
@@ -93,6 +97,7 @@ type Event struct {
 	Pos      uint64 // Message; Epoch: the new first position
 	Payload  []byte // Message
 	From, To uint64 // Gap, inclusive
+	Reason   string // Gap: "lost", "expired" or "slow"
 	At       time.Time
 }
 
@@ -125,9 +130,27 @@ type Result struct {
 	UnknownDelivered int // deliveries of publishes of unknown outcome (allowed, once)
 	Epochs           int // epoch changes seen by subscribers
 
+	// Stopped: subscriptions whose channel's last acknowledged positions
+	// are silent: they stopped with no gap and never continued (each also
+	// counts in Silent).
+	Stopped int
+
 	MaxLatency time.Duration // ack -> delivery or gap, over Expected
 	P99Latency time.Duration
-	Examples   []string // the first few problems, for the report
+	Examples   []string  // the first few problems, for the report
+	Problems   []Problem // the first maxProblems problems and gaps over acknowledged positions, for reports that place them in time
+}
+
+// Problem is one finding of Account: a kind, where, and the
+// acknowledgement it is about.
+type Problem struct {
+	Kind    string // silent, stopped, late, announced, mismatch, duplicate, out-of-order, double-ack, refused-delivered
+	Sub     string // the subscription's name ("" for a double ack)
+	Channel string
+	Pos     uint64
+	Acked   time.Time // when Pos was acknowledged (zero if it was not)
+	At      time.Time // when the subscriber got what is wrong (zero for silence)
+	Text    string
 }
 
 // OK reports whether the case passes.
@@ -146,11 +169,20 @@ func (r Result) String() string {
 		r.P99Latency.Round(time.Millisecond), r.MaxLatency.Round(time.Millisecond))
 }
 
-const maxExamples = 12
+const (
+	maxExamples = 12
+	maxProblems = 200
+)
 
-func (r *Result) note(format string, args ...any) {
-	if len(r.Examples) < maxExamples {
-		r.Examples = append(r.Examples, fmt.Sprintf(format, args...))
+// note records problem p (its Text from format and args) among the
+// examples and the problems.
+func (r *Result) note(p Problem, format string, args ...any) {
+	p.Text = fmt.Sprintf(format, args...)
+	if len(r.Examples) < maxExamples && p.Kind != "announced" {
+		r.Examples = append(r.Examples, p.Text)
+	}
+	if len(r.Problems) < maxProblems {
+		r.Problems = append(r.Problems, p)
 	}
 }
 
@@ -158,27 +190,29 @@ func (r *Result) note(format string, args ...any) {
 // acknowledged. bound is the longest time allowed from an ack to the
 // delivery (or GAP) of its message at each subscriber.
 func Account(pubs []Publish, subs []Sub, bound time.Duration) Result {
-	var r Result
-	type key struct {
-		ch  string
-		pos uint64
-	}
-	acked := make(map[key]*Publish)
-	byID := make(map[MsgID]*Publish)
-	perCh := make(map[string][]*Publish)
+	return AccountWithin(pubs, subs, func(acked time.Time) time.Time { return acked.Add(bound) })
+}
+
+// AccountWithin is Account with a deadline for each acknowledgement:
+// deadline(acked) is the latest time its message (or a GAP covering it)
+// may reach a subscriber.
+func AccountWithin(pubs []Publish, subs []Sub, deadline func(acked time.Time) time.Time) Result {
+	a := accounting{acked: map[posKey]*Publish{}, byID: map[MsgID]*Publish{}, perCh: map[string][]*Publish{}, deadline: deadline}
+	r := &a.r
 	for i := range pubs {
 		p := &pubs[i]
-		byID[p.ID] = p
+		a.byID[p.ID] = p
 		switch p.Outcome {
 		case Acked:
-			k := key{p.Channel, p.Pos}
-			if q := acked[k]; q != nil {
+			k := posKey{p.Channel, p.Pos}
+			if q := a.acked[k]; q != nil {
 				r.DoubleAcks++
-				r.note("%s position %d acked for %v and %v", p.Channel, p.Pos, q.ID, p.ID)
+				r.note(Problem{Kind: "double-ack", Channel: p.Channel, Pos: p.Pos, Acked: p.Done},
+					"%s position %d acked for %v and %v", p.Channel, p.Pos, q.ID, p.ID)
 				continue
 			}
-			acked[k] = p
-			perCh[p.Channel] = append(perCh[p.Channel], p)
+			a.acked[k] = p
+			a.perCh[p.Channel] = append(a.perCh[p.Channel], p)
 			r.Acked++
 		case Refused:
 			r.Refused++
@@ -186,126 +220,200 @@ func Account(pubs []Publish, subs []Sub, bound time.Duration) Result {
 			r.Unknown++
 		}
 	}
-	var lat []time.Duration
+	for _, ps := range a.perCh {
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Pos < ps[j].Pos })
+	}
 	for si := range subs {
-		s := &subs[si]
-		covered := make(map[uint64]time.Time) // acked position -> when delivered
-		seenID := make(map[MsgID]bool)
-		seenPos := make(map[uint64]bool)
-		var gaps []Event
-		var last uint64 // highest position delivered or gap end seen
-		for _, ev := range s.Events {
-			switch ev.Kind {
-			case Epoch:
-				r.Epochs++
-			case Gap:
-				if last != 0 && ev.From <= last {
-					r.OutOfOrder++
-					r.note("%s: gap %d-%d after position %d", s.Name, ev.From, ev.To, last)
-				}
-				gaps = append(gaps, ev)
-				last = max(last, ev.To)
-			case Message:
-				ch, id, ok := ParsePayload(ev.Payload)
-				dup := seenPos[ev.Pos] || (ok && seenID[id])
-				switch {
-				case dup:
-					r.Duplicates++
-					r.note("%s: position %d (%q) delivered again", s.Name, ev.Pos, short(ev.Payload))
-				case last != 0 && ev.Pos <= last:
-					r.OutOfOrder++
-					r.note("%s: position %d after %d", s.Name, ev.Pos, last)
-				}
-				seenPos[ev.Pos] = true
-				if ok {
-					seenID[id] = true
-				}
-				last = max(last, ev.Pos)
-				a := acked[key{s.Channel, ev.Pos}]
-				switch {
-				case a != nil && ok && ch == s.Channel && a.ID == id:
-					if _, again := covered[ev.Pos]; !again {
-						covered[ev.Pos] = ev.At
-					}
-				case a != nil:
-					r.Mismatch++
-					r.note("%s: position %d holds %q, acked for %v", s.Name, ev.Pos, short(ev.Payload), a.ID)
-				case !ok || ch != s.Channel:
-					r.Mismatch++
-					r.note("%s: position %d holds %q, not a publish to this channel", s.Name, ev.Pos, short(ev.Payload))
-				default:
-					p := byID[id]
-					switch {
-					case p == nil:
-						r.Mismatch++
-						r.note("%s: position %d holds %v, never published", s.Name, ev.Pos, id)
-					case p.Outcome == Acked:
-						r.Mismatch++
-						r.note("%s: position %d holds %v, which was acked at position %d", s.Name, ev.Pos, id, p.Pos)
-					case p.Outcome == Refused:
-						r.RefusedDelivered++
-						r.note("%s: position %d holds %v, whose publish was refused (%s)", s.Name, ev.Pos, id, p.Err)
-					default:
-						r.UnknownDelivered++
-					}
+		a.received(&subs[si])
+		a.expected(&subs[si])
+	}
+	if len(a.lat) > 0 {
+		sort.Slice(a.lat, func(i, j int) bool { return a.lat[i] < a.lat[j] })
+		r.MaxLatency = a.lat[len(a.lat)-1]
+		r.P99Latency = a.lat[len(a.lat)*99/100]
+	}
+	return a.r
+}
+
+type posKey struct {
+	ch  string
+	pos uint64
+}
+
+// accounting is AccountWithin's state: the acknowledgements, and what the
+// subscription being accounted received (received fills it, expected
+// reads it).
+type accounting struct {
+	r        Result
+	acked    map[posKey]*Publish
+	byID     map[MsgID]*Publish
+	perCh    map[string][]*Publish
+	deadline func(time.Time) time.Time
+	lat      []time.Duration
+
+	covered map[uint64]time.Time // acked position -> when delivered
+	gaps    []Event
+	last    uint64 // highest position delivered or gap end seen
+}
+
+// problem returns a Problem of kind at event ev of s.
+func (a *accounting) problem(kind string, s *Sub, ev Event) Problem {
+	var when time.Time
+	if p := a.acked[posKey{s.Channel, ev.Pos}]; p != nil {
+		when = p.Done
+	}
+	return Problem{Kind: kind, Sub: s.Name, Channel: s.Channel, Pos: max(ev.Pos, ev.From), Acked: when, At: ev.At}
+}
+
+// received accounts the events of s: duplicates, order, payloads.
+func (a *accounting) received(s *Sub) {
+	r := &a.r
+	a.covered, a.gaps, a.last = map[uint64]time.Time{}, nil, 0
+	seenID := make(map[MsgID]bool)
+	seenPos := make(map[uint64]bool)
+	for _, ev := range s.Events {
+		switch ev.Kind {
+		case Epoch:
+			r.Epochs++
+		case Gap:
+			if a.last != 0 && ev.From <= a.last {
+				r.OutOfOrder++
+				r.note(a.problem("out-of-order", s, ev), "%s: gap %d-%d after position %d", s.Name, ev.From, ev.To, a.last)
+			}
+			a.gaps = append(a.gaps, ev)
+			a.last = max(a.last, ev.To)
+		case Message:
+			ch, id, ok := ParsePayload(ev.Payload)
+			switch {
+			case seenPos[ev.Pos] || (ok && seenID[id]):
+				r.Duplicates++
+				r.note(a.problem("duplicate", s, ev), "%s: position %d (%q) delivered again", s.Name, ev.Pos, short(ev.Payload))
+			case a.last != 0 && ev.Pos <= a.last:
+				r.OutOfOrder++
+				r.note(a.problem("out-of-order", s, ev), "%s: position %d after %d", s.Name, ev.Pos, a.last)
+			}
+			seenPos[ev.Pos] = true
+			if ok {
+				seenID[id] = true
+			}
+			a.last = max(a.last, ev.Pos)
+			a.payload(s, ev, ch, id, ok)
+		}
+	}
+	sort.Slice(a.gaps, func(i, j int) bool { return a.gaps[i].From < a.gaps[j].From })
+}
+
+// payload checks the message ev of s (ch and id parsed from it, ok if it
+// parsed) against the acknowledgement of its position.
+func (a *accounting) payload(s *Sub, ev Event, ch string, id MsgID, ok bool) {
+	r := &a.r
+	acked := a.acked[posKey{s.Channel, ev.Pos}]
+	switch {
+	case acked != nil && ok && ch == s.Channel && acked.ID == id:
+		if _, again := a.covered[ev.Pos]; !again {
+			a.covered[ev.Pos] = ev.At
+		}
+	case acked != nil:
+		r.Mismatch++
+		r.note(a.problem("mismatch", s, ev), "%s: position %d holds %q, acked for %v", s.Name, ev.Pos, short(ev.Payload), acked.ID)
+	case !ok || ch != s.Channel:
+		r.Mismatch++
+		r.note(a.problem("mismatch", s, ev), "%s: position %d holds %q, not a publish to this channel", s.Name, ev.Pos, short(ev.Payload))
+	default:
+		p := a.byID[id]
+		switch {
+		case p == nil:
+			r.Mismatch++
+			r.note(a.problem("mismatch", s, ev), "%s: position %d holds %v, never published", s.Name, ev.Pos, id)
+		case p.Outcome == Acked:
+			r.Mismatch++
+			r.note(a.problem("mismatch", s, ev), "%s: position %d holds %v, which was acked at position %d", s.Name, ev.Pos, id, p.Pos)
+		case p.Outcome == Refused:
+			r.RefusedDelivered++
+			r.note(a.problem("refused-delivered", s, ev), "%s: position %d holds %v, whose publish was refused (%s)", s.Name, ev.Pos, id, p.Err)
+		default:
+			r.UnknownDelivered++
+		}
+	}
+}
+
+// expected accounts every acknowledgement s should have got against what
+// received found: delivered, announced by a GAP (which one), silent,
+// late, and whether s stopped.
+func (a *accounting) expected(s *Sub) {
+	r := &a.r
+	var silent, late []*Publish
+	var worst time.Duration
+	hits := make([]int, len(a.gaps))          // acked positions each gap covers first
+	firstHit := make([]*Publish, len(a.gaps)) // the lowest of them
+	var lastAcked *Publish
+	for _, p := range a.perCh[s.Channel] {
+		if p.Pos < s.From {
+			continue
+		}
+		r.Expected++
+		if lastAcked == nil || p.Pos > lastAcked.Pos {
+			lastAcked = p
+		}
+		at, ok := a.covered[p.Pos]
+		if ok {
+			r.Delivered++
+		} else {
+			g := -1
+			i := sort.Search(len(a.gaps), func(i int) bool { return a.gaps[i].From > p.Pos })
+			for j := 0; j < i; j++ { // gaps starting at or before p.Pos
+				if a.gaps[j].To >= p.Pos && (g < 0 || a.gaps[j].At.Before(at)) {
+					at, g = a.gaps[j].At, j
 				}
 			}
-		}
-		sort.Slice(gaps, func(i, j int) bool { return gaps[i].From < gaps[j].From })
-		silent, firstSilent, lastSilent := 0, uint64(0), uint64(0)
-		late, firstLate, lastLate, worst := 0, uint64(0), uint64(0), time.Duration(0)
-		for _, p := range perCh[s.Channel] {
-			if p.Pos < s.From {
+			if g < 0 {
+				r.Silent++
+				silent = append(silent, p)
 				continue
 			}
-			r.Expected++
-			at, ok := covered[p.Pos]
-			if ok {
-				r.Delivered++
-			} else {
-				i := sort.Search(len(gaps), func(i int) bool { return gaps[i].From > p.Pos })
-				for j := 0; j < i; j++ { // gaps starting at or before p.Pos
-					if gaps[j].To >= p.Pos && (!ok || gaps[j].At.Before(at)) {
-						at, ok = gaps[j].At, true
-					}
-				}
-				if !ok {
-					r.Silent++
-					if silent == 0 {
-						firstSilent = p.Pos
-					}
-					silent++
-					lastSilent = p.Pos
-					continue
-				}
-				r.Announced++
-			}
-			d := max(at.Sub(p.Done), 0)
-			lat = append(lat, d)
-			if d > bound {
-				r.Late++
-				if late == 0 {
-					firstLate = p.Pos
-				}
-				late++
-				lastLate, worst = p.Pos, max(worst, d)
+			r.Announced++
+			if hits[g]++; firstHit[g] == nil || p.Pos < firstHit[g].Pos {
+				firstHit[g] = p
 			}
 		}
-		if late > 0 {
-			r.note("%s: %d acked positions in %d..%d covered later than %v after their ack (at most %v)",
-				s.Name, late, firstLate, lastLate, bound, worst.Round(time.Millisecond))
-		}
-		if silent > 0 {
-			r.note("%s: %d acked positions in %d..%d neither delivered nor announced; it received %d events, the last at position %d",
-				s.Name, silent, firstSilent, lastSilent, len(s.Events), last)
+		a.lat = append(a.lat, max(at.Sub(p.Done), 0))
+		if at.After(a.deadline(p.Done)) {
+			r.Late++
+			late = append(late, p)
+			worst = max(worst, at.Sub(p.Done))
 		}
 	}
-	if len(lat) > 0 {
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		r.MaxLatency = lat[len(lat)-1]
-		r.P99Latency = lat[len(lat)*99/100]
+	for j, g := range a.gaps {
+		if hits[j] > 0 {
+			p := firstHit[j]
+			r.note(Problem{Kind: "announced", Sub: s.Name, Channel: s.Channel, Pos: p.Pos, Acked: p.Done, At: g.At},
+				"%s: GAP %s %d..%d covers %d acknowledged positions, the first %d", s.Name, g.Reason, g.From, g.To, hits[j], p.Pos)
+		}
 	}
-	return r
+	if len(late) > 0 {
+		p := late[0]
+		r.note(Problem{Kind: "late", Sub: s.Name, Channel: s.Channel, Pos: p.Pos, Acked: p.Done},
+			"%s: %d acked positions in %d..%d covered after their deadline (at most %v after the ack)",
+			s.Name, len(late), p.Pos, late[len(late)-1].Pos, worst.Round(time.Millisecond))
+	}
+	if len(silent) == 0 {
+		return
+	}
+	p := silent[0]
+	r.note(Problem{Kind: "silent", Sub: s.Name, Channel: s.Channel, Pos: p.Pos, Acked: p.Done},
+		"%s: %d acked positions in %d..%d neither delivered nor announced; it received %d events, the last at position %d",
+		s.Name, len(silent), p.Pos, silent[len(silent)-1].Pos, len(s.Events), a.last)
+	if silent[len(silent)-1] == lastAcked && a.last < lastAcked.Pos {
+		k := 0
+		for k < len(silent) && silent[len(silent)-1-k].Pos > a.last {
+			k++
+		}
+		q := silent[len(silent)-k]
+		r.Stopped++
+		r.note(Problem{Kind: "stopped", Sub: s.Name, Channel: s.Channel, Pos: q.Pos, Acked: q.Done},
+			"%s: stopped after position %d with no gap; the %d acknowledged positions %d..%d after it never came",
+			s.Name, a.last, k, q.Pos, lastAcked.Pos)
+	}
 }
 
 func short(p []byte) string {

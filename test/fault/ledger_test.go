@@ -2,6 +2,7 @@ package fault
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -45,6 +46,10 @@ func TestAccount(t *testing.T) {
 			Result{Acked: 3, Expected: 3, Delivered: 3}},
 		{"one silent", three, []Event{msg(10, 1, 5), msg(12, 3, 7)}, 0,
 			Result{Acked: 3, Expected: 3, Delivered: 2, Silent: 1}},
+		{"stopped", three, []Event{msg(10, 1, 5)}, 0,
+			Result{Acked: 3, Expected: 3, Delivered: 1, Silent: 2, Stopped: 1}},
+		{"stopped, a hole before", three, []Event{gap(9, 9, 1)}, 0,
+			Result{Acked: 3, Expected: 3, Silent: 3, Stopped: 1}},
 		{"gap covers", three, []Event{msg(10, 1, 5), gap(11, 11, 6), msg(12, 3, 7)}, 0,
 			Result{Acked: 3, Expected: 3, Delivered: 2, Announced: 1}},
 		{"wide gap covers the rest", three, []Event{gap(5, 100, 6)}, 0,
@@ -80,7 +85,7 @@ func TestAccount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Account(tc.pubs, []Sub{{Name: "s", Channel: "c", From: tc.from, Events: tc.evs}}, bound)
-			got.MaxLatency, got.P99Latency, got.Examples = 0, 0, nil
+			got.MaxLatency, got.P99Latency, got.Examples, got.Problems = 0, 0, nil, nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %v\nwant %v", got, tc.want)
 			}
@@ -109,5 +114,52 @@ func TestAccountOtherChannelAndLatency(t *testing.T) {
 	}
 	if len(r.Examples) != 2 {
 		t.Fatalf("examples %q", r.Examples)
+	}
+}
+
+// TestAccountWithin_Deadlines: each acknowledgement has its own deadline
+// (the nemesis extends it past the heal of the fault it falls in), and
+// the problems say where and when: the gap that announced acknowledged
+// positions, the late and the silent ones, a stopped subscription.
+func TestAccountWithin_Deadlines(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var pubs []Publish
+	for i := 1; i <= 6; i++ {
+		pubs = append(pubs, Publish{Channel: "c", ID: MsgID{1, i}, Outcome: Acked, Pos: uint64(10 + i), Done: at(float64(i))})
+	}
+	msg := func(i int, s float64) Event {
+		return Event{Kind: Message, Pos: uint64(10 + i), Payload: Payload("c", MsgID{1, i}, 20), At: at(s)}
+	}
+	// Acks at 1..6 s; those at 2 and 3 s fall in a fault healed at 20 s:
+	// their deadline is 20 s + 1 s, the others' 1 s after the ack.
+	deadline := func(a time.Time) time.Time {
+		if !a.Before(at(2)) && a.Before(at(4)) {
+			return at(21)
+		}
+		return a.Add(time.Second)
+	}
+	evs := []Event{msg(1, 1.5), msg(2, 20.5), {Kind: Gap, From: 13, To: 14, Reason: "lost", At: at(22)}}
+	r := AccountWithin(pubs, []Sub{{Name: "sub@b/c", Channel: "c", Events: evs}}, deadline)
+	if r.Delivered != 2 || r.Announced != 2 || r.Late != 2 || r.Silent != 2 || r.Stopped != 1 {
+		t.Fatalf("%v", r)
+	}
+	kinds := map[string]Problem{}
+	for _, p := range r.Problems {
+		kinds[p.Kind] = p
+	}
+	if p := kinds["announced"]; p.Pos != 13 || !p.At.Equal(at(22)) || !strings.Contains(p.Text, "GAP lost 13..14 covers 2") {
+		t.Errorf("announced: %+v", p)
+	}
+	if p := kinds["late"]; p.Pos != 13 || !p.Acked.Equal(at(3)) {
+		t.Errorf("late: %+v", p)
+	}
+	if p := kinds["stopped"]; p.Pos != 15 || !strings.Contains(p.Text, "stopped after position 14 with no gap; the 2 acknowledged positions 15..16") {
+		t.Errorf("stopped: %+v", p)
+	}
+	for _, e := range r.Examples {
+		if strings.Contains(e, "GAP") {
+			t.Errorf("a GAP among the examples (it is no problem by itself): %s", e)
+		}
 	}
 }

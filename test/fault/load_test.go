@@ -47,25 +47,30 @@ func (p *publisher) run(ctx context.Context, chans []string, rate int) {
 		case <-t.C:
 		}
 		for owed += perTick; owed >= 1; owed-- {
-			ch := chans[k%len(chans)]
+			p.send(ctx, chans[k%len(chans)])
 			k++
-			p.mu.Lock()
-			i := len(p.log)
-			id := MsgID{p.id, i}
-			p.log = append(p.log, Publish{Channel: ch, ID: id, Sent: time.Now()})
-			p.mu.Unlock()
-			p.wg.Add(1)
-			qctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-			err := p.conn.PublishFunc(qctx, ch, Payload(ch, id, payloadSize), func(pos uint64, err error) {
-				p.done(i, pos, err)
-				p.wg.Done()
-			})
-			cancel()
-			if err != nil {
-				p.done(i, 0, fmt.Errorf("not sent: %w", err))
-				p.wg.Done()
-			}
 		}
+	}
+}
+
+// send publishes one message to ch and records it; a publish that cannot
+// even be queued within 250 ms is recorded as refused.
+func (p *publisher) send(ctx context.Context, ch string) {
+	p.mu.Lock()
+	i := len(p.log)
+	id := MsgID{p.id, i}
+	p.log = append(p.log, Publish{Channel: ch, ID: id, Sent: time.Now()})
+	p.mu.Unlock()
+	p.wg.Add(1)
+	qctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	err := p.conn.PublishFunc(qctx, ch, Payload(ch, id, payloadSize), func(pos uint64, err error) {
+		p.done(i, pos, err)
+		p.wg.Done()
+	})
+	cancel()
+	if err != nil {
+		p.done(i, 0, fmt.Errorf("not sent: %w", err))
+		p.wg.Done()
 	}
 }
 
@@ -130,7 +135,7 @@ func (s *subscription) run(ctx context.Context) {
 		case client.KindMessage:
 			e.Kind, e.Pos, e.Payload = Message, ev.Position, ev.Payload
 		case client.KindGap:
-			e.Kind, e.From, e.To = Gap, ev.Gap.From, ev.Gap.To
+			e.Kind, e.From, e.To, e.Reason = Gap, ev.Gap.From, ev.Gap.To, ev.Gap.Reason.String()
 		case client.KindEpochChanged:
 			e.Kind, e.Pos = Epoch, ev.Position
 		}
@@ -161,14 +166,19 @@ func dial(ctx context.Context, t *testing.T, n *node, name string) *client.Conn 
 
 // warm publishes one message to each channel (creating it), retrying
 // refusals while the cluster settles, and returns the first position a
-// subscriber must expect on each.
-func warm(ctx context.Context, t *testing.T, conn *client.Conn, chans []string) map[string]uint64 {
+// subscriber must expect on each, and the publishes it made (acknowledged,
+// publisher 0, payloads as Payload makes them).
+func warm(ctx context.Context, t *testing.T, conn *client.Conn, chans []string) (map[string]uint64, []Publish) {
 	t.Helper()
 	from := map[string]uint64{}
-	for _, ch := range chans {
+	var pubs []Publish
+	for i, ch := range chans {
 		for tries := 0; ; tries++ {
-			pos, err := conn.Publish(ctx, ch, []byte("warm-up"))
+			p := Publish{Channel: ch, ID: MsgID{0, i}, Sent: time.Now()}
+			pos, err := conn.Publish(ctx, ch, Payload(ch, p.ID, payloadSize))
 			if err == nil {
+				p.Outcome, p.Pos, p.Done = Acked, pos, time.Now()
+				pubs = append(pubs, p)
 				from[ch] = pos + 1
 				break
 			}
@@ -179,7 +189,7 @@ func warm(ctx context.Context, t *testing.T, conn *client.Conn, chans []string) 
 			time.Sleep(100 * time.Millisecond) // the cluster is settling: retry
 		}
 	}
-	return from
+	return from, pubs
 }
 
 // longNumber matches what differs between errors of one kind (positions,
@@ -263,13 +273,6 @@ var (
 		pick(defaultTiming, nil, []string{"--ping-interval", "1s", "--cluster-rpc-timeout", "1s"})...)
 )
 
-func pick[T any](cond bool, a, b T) T {
-	if cond {
-		return a
-	}
-	return b
-}
-
 func runCase(t *testing.T, bin string, fc faultCase) Result {
 	size := max(fc.nodes, 3)
 	tp := newTopo(t, bin, size, append(append([]string(nil), serveFlags...), fc.flags...)...)
@@ -283,7 +286,7 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	from := warm(ctx, t, dial(ctx, t, tp.nodes[fc.pubs[0]], "warm"), chans)
+	from, _ := warm(ctx, t, dial(ctx, t, tp.nodes[fc.pubs[0]], "warm"), chans)
 
 	subCtx, stopSubs := context.WithCancel(ctx)
 	defer stopSubs()
@@ -457,6 +460,15 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 // join late on purpose).
 func replay(ctx context.Context, t *testing.T, tp *topo, nodes []int, chans []string, from map[string]uint64, all []Publish) Result {
 	t.Helper()
+	return Account(all, replaySubs(ctx, t, tp, nodes, chans, from, all), time.Hour)
+}
+
+// replaySubs subscribes on the given nodes (indexes) to every channel from
+// from[ch] (from earliest when from is nil), reads until each subscription
+// has passed the last acknowledged position of its channel (or a minute
+// passed), and returns what each received.
+func replaySubs(ctx context.Context, t *testing.T, tp *topo, nodes []int, chans []string, from map[string]uint64, all []Publish) []Sub {
+	t.Helper()
 	last := map[string]uint64{}
 	for _, p := range all {
 		if p.Outcome == Acked && p.Pos > last[p.Channel] {
@@ -471,7 +483,11 @@ func replay(ctx context.Context, t *testing.T, tp *topo, nodes []int, chans []st
 		n := tp.nodes[i]
 		conn := dial(ctx, t, n, "replay-"+n.name)
 		for _, ch := range chans {
-			sub, err := conn.Subscribe(ctx, ch, client.FromPosition(from[ch]), client.WithBuffer(16384))
+			start := client.FromEarliest()
+			if from != nil {
+				start = client.FromPosition(from[ch])
+			}
+			sub, err := conn.Subscribe(ctx, ch, start, client.WithBuffer(16384))
 			if err != nil {
 				t.Fatalf("replay on %s of %s: %v", n.name, ch, err)
 			}
@@ -506,12 +522,7 @@ func replay(ctx context.Context, t *testing.T, tp *topo, nodes []int, chans []st
 	}
 	stop()
 	wg.Wait()
-	snaps := make([]Sub, 0, len(subs))
-	for _, s := range subs {
-		sn, _ := s.snapshot()
-		snaps = append(snaps, sn)
-	}
-	return Account(all, snaps, time.Hour)
+	return subSnaps(subs)
 }
 
 // probeSilent is a diagnosis for a failed case: for the first silent

@@ -72,6 +72,12 @@ type topo struct {
 	pubs, subs []int
 	// caps are the --cluster-capacity of the nodes that do not have 1.
 	caps map[string]float64
+	// joinAll: a node joins every other node, not only the first (the
+	// nemesis restarts any node while any other may be down or cut off).
+	joinAll bool
+	// nodeFlags, if set, returns serve flags of node n alone (each
+	// start), after extra.
+	nodeFlags func(n *node) []string
 }
 
 // capacity returns node name's --cluster-capacity.
@@ -269,12 +275,24 @@ func (tp *topo) start(n *node) {
 		"--listen", n.client(), "--cluster-listen", n.gossip(), "--loops", "1",
 		"--cluster-capacity", strconv.FormatFloat(tp.capacity(n.name), 'g', -1, 64),
 		"--cluster-report-interval", "250ms", "--shutdown-timeout", "5s"}
-	if n != tp.nodes[0] {
+	switch {
+	case tp.joinAll:
+		var seeds []string
+		for _, o := range tp.nodes {
+			if o != n {
+				seeds = append(seeds, o.gossip())
+			}
+		}
+		args = append(args, "--join", strings.Join(seeds, ","))
+	case n != tp.nodes[0]:
 		args = append(args, "--join", tp.nodes[0].gossip())
-	} else if tp.nodes[1].p.Started() { // restarted first node: join the second
+	case tp.nodes[1].p.Started(): // restarted first node: join the second
 		args = append(args, "--join", tp.nodes[1].gossip())
 	}
 	args = append(args, tp.extra...)
+	if tp.nodeFlags != nil {
+		args = append(args, tp.nodeFlags(n)...)
+	}
 	// ip netns exec execs the command: the process is the server itself,
 	// so signals go straight to it.
 	n.p.Start(tp.t, []string{"SLUICE_CLUSTER_SECRET=" + secret}, append([]string{"ip"}, args...)...)
@@ -322,15 +340,23 @@ func (tp *topo) dropToPeers(n *node, only ...*node) func() {
 			peers = append(peers, p.ip)
 		}
 	}
-	rules := fmt.Sprintf("table inet sluicefault {\n chain out {\n  type filter hook output priority 0; policy accept;\n  ip daddr { %s } drop\n }\n}\n",
-		strings.Join(peers, ", "))
+	// A table per cut: the nemesis lays cuts over one another and heals
+	// each alone.
+	nftCount++
+	table := fmt.Sprintf("sluicefault%d", nftCount)
+	rules := fmt.Sprintf("table inet %s {\n chain out {\n  type filter hook output priority 0; policy accept;\n  ip daddr { %s } drop\n }\n}\n",
+		table, strings.Join(peers, ", "))
 	cmd := exec.Command("ip", "netns", "exec", n.ns, "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(rules)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nft: %v\n%s", err, out)
 	}
-	return func() { run(t, "ip", "netns", "exec", n.ns, "nft", "delete", "table", "inet", "sluicefault") }
+	return func() { run(t, "ip", "netns", "exec", n.ns, "nft", "delete", "table", "inet", table) }
 }
+
+// nftCount numbers the nftables tables of this process (dropToPeers);
+// only the test's goroutine cuts.
+var nftCount int
 
 // managerOf returns the manager of channel among the nodes names (each of
 // capacity 1), as every node computes it while it sees exactly those alive.

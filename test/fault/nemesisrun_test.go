@@ -1,0 +1,316 @@
+//go:build faultsuite && nemesis
+
+package fault
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/client"
+)
+
+// The nemesis: a randomized fault run drawn from a seed (schedule.go),
+// applied to `sluice serve` processes in network namespaces (the fault
+// suite's topology) under acknowledged publishing and live subscribing on
+// every node, then a replay from earliest on every node, checked by
+// porcupine against a per-channel log model (linear.go) and by counts
+// (tally.go). It has a build tag of its own besides faultsuite so that
+// the fault suite's CI step does not run it:
+//
+//	go test -tags faultsuite,nemesis -run 'TestNemesis$' -v -timeout 30m ./test/fault/
+//
+// Knobs (environment):
+//
+//	SLUICE_NEMESIS_SEEDS=1,2,3   the seeds (default: one drawn from the clock, printed)
+//	SLUICE_NEMESIS_NODES=3       nodes (3 or 5)
+//	SLUICE_NEMESIS_REPLICAS=2    --replicas N
+//	SLUICE_NEMESIS_DURATION=180s the run (faults within it)
+//	SLUICE_NEMESIS_COMBINED=     overlapping faults: "" (one at a time), "n-1" (at most N-1 nodes involved at once), or a number
+//	SLUICE_NEMESIS_KINDS=        fault kinds to draw from (schedule.go's names; default all)
+//	SLUICE_NEMESIS_RATE=80       publishes per second per publisher (6 publishers, 30 channels)
+//	SLUICE_NEMESIS_CHECK=60s     porcupine's time budget (a channel out of time is reported "unknown")
+//
+// The fault suite's knobs apply too: SLUICE_FAULT_BIN (a binary built
+// before), SLUICE_FAULT_LOGS (keep failed runs' node logs there),
+// SLUICE_FAULT_TIMING, SLUICE_FAULT_LOG_LEVEL.
+
+// nemesisRun is the shape of one run, besides its seed.
+type nemesisRun struct {
+	Nodes, Replicas int
+	Duration        time.Duration
+	Combined        bool
+	MaxAffected     int
+	Kinds           []FaultKind
+	Rate            int           // per publisher
+	Chans, Pubs     int           // channels, publishers
+	CheckBudget     time.Duration // porcupine's
+}
+
+// Fixed parts of every run.
+const (
+	// convergeWithin bounds the wait, after the last heal and the end of
+	// publishing, until every node sees every node alive.
+	convergeWithin = 60 * time.Second
+	burstChans     = 40 // new channels of a kill-voter burst, 2 messages each
+)
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return n
+}
+
+func envDur(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
+// runFromEnv reads the knobs.
+func runFromEnv(t *testing.T) nemesisRun {
+	r := nemesisRun{Nodes: envInt(t, "SLUICE_NEMESIS_NODES", 3), Replicas: envInt(t, "SLUICE_NEMESIS_REPLICAS", 2),
+		Duration: envDur(t, "SLUICE_NEMESIS_DURATION", 180*time.Second), Rate: envInt(t, "SLUICE_NEMESIS_RATE", 80),
+		Chans: 30, Pubs: 6, CheckBudget: envDur(t, "SLUICE_NEMESIS_CHECK", 60*time.Second)}
+	switch c := os.Getenv("SLUICE_NEMESIS_COMBINED"); c {
+	case "":
+	case "n-1", "N-1":
+		r.Combined, r.MaxAffected = true, max(r.Replicas-1, 1)
+	default:
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			t.Fatalf("SLUICE_NEMESIS_COMBINED=%q: want n-1 or a number of nodes", c)
+		}
+		r.Combined, r.MaxAffected = true, n
+	}
+	kinds, err := ParseKinds(os.Getenv("SLUICE_NEMESIS_KINDS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("SLUICE_NEMESIS_KINDS") != "" {
+		r.Kinds = kinds
+	}
+	return r
+}
+
+// TestNemesis runs the seeds of SLUICE_NEMESIS_SEEDS (default: one from
+// the clock) with the knobs' shape, each a subtest named after its seed.
+func TestNemesis(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nemesis: needs nft (nftables) for one-way and pair cuts")
+	}
+	shape := runFromEnv(t)
+	seeds, err := ParseSeeds(os.Getenv("SLUICE_NEMESIS_SEEDS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seeds) == 0 {
+		seeds = []uint64{uint64(time.Now().UnixNano()) % 1_000_000}
+		t.Logf("no SLUICE_NEMESIS_SEEDS: drew seed %d", seeds[0])
+	}
+	bin := buildSluice(t)
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runNemesis(t, bin, shape, seed) })
+	}
+}
+
+// replayHint is the command that replays seed with shape r.
+func replayHint(seed uint64, r nemesisRun) string {
+	env := fmt.Sprintf("SLUICE_NEMESIS_SEEDS=%d SLUICE_NEMESIS_NODES=%d SLUICE_NEMESIS_REPLICAS=%d SLUICE_NEMESIS_DURATION=%v",
+		seed, r.Nodes, r.Replicas, r.Duration)
+	if r.Combined {
+		env += fmt.Sprintf(" SLUICE_NEMESIS_COMBINED=%d", r.MaxAffected)
+	}
+	if len(r.Kinds) > 0 {
+		var ks []string
+		for _, k := range r.Kinds {
+			ks = append(ks, k.String())
+		}
+		env += " SLUICE_NEMESIS_KINDS=" + strings.Join(ks, ",")
+	}
+	return env + " go test -tags faultsuite,nemesis -run 'TestNemesis$' -v -timeout 30m ./test/fault/"
+}
+
+// serveSupports reports which of the flags the binary's `serve --help`
+// lists (the Raft coordination adds --data-dir and --bootstrap-expect).
+func serveSupports(t *testing.T, bin string, flags ...string) map[string]bool {
+	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput() // exits 0 or 2 after printing
+	has := map[string]bool{}
+	for _, f := range flags {
+		has[f] = strings.Contains(string(out), "-"+f+" ")
+	}
+	return has
+}
+
+// nodeSetup gives each node its serve flags: --data-dir (kept across the
+// node's restarts unless a fault wipes it) and --bootstrap-expect, where
+// the binary has them.
+func nodeSetup(t *testing.T, tp *topo, bin string, nodes int) (wipe func(n *node)) {
+	has := serveSupports(t, bin, "data-dir", "bootstrap-expect")
+	t.Logf("the binary has --data-dir: %v, --bootstrap-expect: %v", has["data-dir"], has["bootstrap-expect"])
+	gen := map[string]int{} // wipes so far, by node
+	dir := func(n *node) string { return filepath.Join(tp.dir, fmt.Sprintf("%s-data-%d", n.name, gen[n.name])) }
+	tp.nodeFlags = func(n *node) []string {
+		var f []string
+		if has["data-dir"] {
+			f = append(f, "--data-dir", dir(n))
+		}
+		if has["bootstrap-expect"] {
+			f = append(f, "--bootstrap-expect", strconv.Itoa(nodes))
+		}
+		return f
+	}
+	return func(n *node) {
+		_ = os.RemoveAll(dir(n))
+		gen[n.name]++ // a fresh directory: the node lost its state
+	}
+}
+
+// runNemesis is one seeded run: the schedule, the cluster, the load, the
+// faults, the waits, the replay and the checks.
+func runNemesis(t *testing.T, bin string, r nemesisRun, seed uint64) {
+	sched := Generate(seed, Config{Nodes: r.Nodes, Duration: r.Duration, Combined: r.Combined, MaxAffected: r.MaxAffected, Kinds: r.Kinds})
+	t.Logf("nemesis schedule (N = %d):\n%s", r.Replicas, sched)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FAILED: nemesis seed %d; replay it with\n  %s", seed, replayHint(seed, r))
+		}
+	})
+	flags := append(append([]string(nil), serveFlags...), "--replicas", strconv.Itoa(r.Replicas),
+		"--ttl", (r.Duration + 10*time.Minute).String()) // nothing expires before the replay
+	tp := newTopo(t, bin, r.Nodes, flags...)
+	tp.joinAll = true
+	wipe := nodeSetup(t, tp, bin, r.Nodes)
+	for _, n := range tp.nodes {
+		tp.start(n)
+	}
+	tp.waitAlive(r.Nodes, 60*time.Second, tp.nodes...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), r.Duration+15*time.Minute)
+	defer cancel()
+	var chans []string
+	for i := 0; i < r.Chans; i++ {
+		chans = append(chans, fmt.Sprintf("nem.%d", i))
+	}
+	_, warmed := warm(ctx, t, dial(ctx, t, tp.nodes[0], "warm"), chans)
+	first := map[string]uint64{}
+	for _, p := range warmed {
+		first[p.Channel] = p.Pos // the live subscribers expect the warm-up message too
+	}
+	live := subscribeAll(ctx, t, tp, chans, first)
+	pubCtx, stopPubs := context.WithCancel(ctx)
+	defer stopPubs()
+	var pubs []*publisher
+	var pwg sync.WaitGroup
+	for k := 0; k < r.Pubs; k++ {
+		n := tp.nodes[k%r.Nodes]
+		p := &publisher{id: k + 1, conn: dial(ctx, t, n, fmt.Sprintf("pub%d-%s", k+1, n.name))}
+		pubs = append(pubs, p)
+		pwg.Add(1)
+		go func() { defer pwg.Done(); p.run(pubCtx, chans, r.Rate) }()
+	}
+	nm := &nemesis{t: t, tp: tp, sched: sched, start: time.Now(), wipe: wipe, ctx: ctx}
+	nm.run()
+	nm.sleepUntil(r.Duration)
+	stopPubs()
+	pwg.Wait()
+	all := append([]Publish(nil), warmed...)
+	for _, p := range append(pubs, nm.bursts...) {
+		if !p.wait(bound) {
+			t.Errorf("publisher %d: outcomes still missing %v after the end", p.id, bound)
+		}
+		all = append(all, p.publishes()...)
+	}
+	deadline := Deadline(nm.windows, bound)
+	live.waitCovered(t, all, deadline)
+	tp.waitAlive(r.Nodes, convergeWithin, tp.nodes...)
+	replayed := replaySubs(ctx, t, tp, tp.running(), append(chans, nm.burstChans...), nil, all)
+	lin := CheckLinear(History(all, append(live.snaps(), replayed...), nm.start), r.CheckBudget)
+	tally := NewTally(r.Replicas, all, live.snaps(), replayed, deadline, lin)
+	t.Logf("nemesis seed %d (%d nodes, N = %d, %v%s):\n%s", seed, r.Nodes, r.Replicas, r.Duration,
+		pick(r.Combined, ", combined", ""), tally)
+	nm.logOutcomes(all)
+	if fails := tally.Failures(); len(fails) > 0 {
+		for _, line := range tally.Details(nm.windows, nm.start, 40) {
+			t.Logf("  %s", line)
+		}
+		t.Errorf("nemesis seed %d: %s", seed, strings.Join(fails, "; "))
+	}
+}
+
+// liveSubs are the live subscriptions: one connection per node, each
+// subscribed to every channel.
+type liveSubs struct {
+	subs []*subscription
+	wg   sync.WaitGroup
+	stop context.CancelFunc
+}
+
+// subscribeAll subscribes on every node to every channel from first[ch].
+func subscribeAll(ctx context.Context, t *testing.T, tp *topo, chans []string, first map[string]uint64) *liveSubs {
+	sctx, stop := context.WithCancel(ctx)
+	l := &liveSubs{stop: stop}
+	t.Cleanup(func() { stop(); l.wg.Wait() })
+	for _, n := range tp.nodes {
+		conn := dial(ctx, t, n, "sub-"+n.name)
+		for _, ch := range chans {
+			sub, err := conn.Subscribe(ctx, ch, client.FromPosition(first[ch]), client.WithBuffer(16384))
+			if err != nil {
+				t.Fatalf("subscribe on %s to %s: %v", n.name, ch, err)
+			}
+			s := &subscription{name: "sub@" + n.name + "/" + ch, channel: ch, from: first[ch], sub: sub}
+			l.subs = append(l.subs, s)
+			l.wg.Add(1)
+			go func() { defer l.wg.Done(); s.run(sctx) }()
+		}
+	}
+	return l
+}
+
+func (l *liveSubs) snaps() []Sub { return subSnaps(l.subs) }
+
+// waitCovered waits until every live subscription has every
+// acknowledgement of all delivered or announced, or the last deadline
+// (plus a second) has passed; then it stops the subscriptions.
+func (l *liveSubs) waitCovered(t *testing.T, all []Publish, deadline func(time.Time) time.Time) {
+	var lastAck time.Time
+	for _, p := range all {
+		if p.Outcome == Acked && p.Done.After(lastAck) {
+			lastAck = p.Done
+		}
+	}
+	until := deadline(lastAck).Add(time.Second)
+	for {
+		if r := AccountWithin(all, l.snaps(), deadline); r.Silent == 0 || time.Now().After(until) {
+			break
+		}
+		time.Sleep(time.Second) // polling the subscribers' progress, up to the deadline
+	}
+	l.stop()
+	l.wg.Wait()
+	for _, s := range l.subs {
+		if _, err := s.snapshot(); err != nil {
+			t.Errorf("%s ended: %v", s.name, err)
+		}
+	}
+}
