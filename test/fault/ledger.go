@@ -12,6 +12,12 @@
 // Without root or the ip command they skip, saying so. The accounting of
 // what the subscribers saw against what was acknowledged (this file) is
 // pure and has table tests that run everywhere.
+//
+// The nemesis (nemesisrun_test.go, build tags faultsuite and nemesis) is
+// the randomized counterpart of the fixed cases on the same topology: a
+// schedule of faults drawn from a seed (schedule.go), histories checked by
+// porcupine against a per-channel log model (linear.go) and counted
+// (tally.go); those parts are pure and tested everywhere too.
 package fault
 
 import (
@@ -132,8 +138,9 @@ type Result struct {
 
 	// Stopped: subscriptions whose channel's last acknowledged positions
 	// are silent: they stopped with no gap and never continued (each also
-	// counts in Silent).
-	Stopped int
+	// counts in Silent), and their names.
+	Stopped     int
+	StoppedSubs []string
 
 	MaxLatency time.Duration // ack -> delivery or gap, over Expected
 	P99Latency time.Duration
@@ -410,6 +417,7 @@ func (a *accounting) expected(s *Sub) {
 		}
 		q := silent[len(silent)-k]
 		r.Stopped++
+		r.StoppedSubs = append(r.StoppedSubs, s.Name)
 		r.note(Problem{Kind: "stopped", Sub: s.Name, Channel: s.Channel, Pos: q.Pos, Acked: q.Done},
 			"%s: stopped after position %d with no gap; the %d acknowledged positions %d..%d after it never came",
 			s.Name, a.last, k, q.Pos, lastAcked.Pos)

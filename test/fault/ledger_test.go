@@ -85,7 +85,7 @@ func TestAccount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Account(tc.pubs, []Sub{{Name: "s", Channel: "c", From: tc.from, Events: tc.evs}}, bound)
-			got.MaxLatency, got.P99Latency, got.Examples, got.Problems = 0, 0, nil, nil
+			got.MaxLatency, got.P99Latency, got.Examples, got.Problems, got.StoppedSubs = 0, 0, nil, nil, nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %v\nwant %v", got, tc.want)
 			}

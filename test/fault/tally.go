@@ -20,10 +20,11 @@ type Tally struct {
 	// while a node still served them (never allowed, N = 1 included: a
 	// GAP lost must be exact).
 	FalseGaps int
-	// StoppedOn and ReplayMissingOn count by node: live subscriptions
-	// that stopped (channels), and acknowledged messages a replay on the
-	// node missed (silent or announced).
+	// By node: live subscriptions and replays that stopped with no gap
+	// (channels), and acknowledged messages a replay on the node missed
+	// (silent or announced).
 	StoppedOn       map[string]int
+	ReplayStoppedOn map[string]int
 	ReplayMissingOn map[string]int
 	Lin             LinResult
 }
@@ -31,7 +32,7 @@ type Tally struct {
 // NewTally accounts a run: pubs are every publish with its outcome, live
 // the live subscriptions, replay the replays (names "role@node/channel").
 func NewTally(replicas int, pubs []Publish, live, replay []Sub, deadline func(time.Time) time.Time, lin LinResult) Tally {
-	t := Tally{Replicas: replicas, Lin: lin, StoppedOn: map[string]int{}, ReplayMissingOn: map[string]int{}}
+	t := Tally{Replicas: replicas, Lin: lin, StoppedOn: map[string]int{}, ReplayStoppedOn: map[string]int{}, ReplayMissingOn: map[string]int{}}
 	t.Live = AccountWithin(pubs, live, deadline)
 	t.Replay = Account(pubs, replay, time.Hour) // the replays read late on purpose
 	byNode := map[string][]Sub{}
@@ -44,16 +45,22 @@ func NewTally(replicas int, pubs []Publish, live, replay []Sub, deadline func(ti
 			t.ReplayMissingOn[node] = n
 		}
 	}
-	for _, p := range t.Live.Problems {
-		if p.Kind == "stopped" {
-			t.StoppedOn[SubNode(p.Sub)]++
-		}
+	for _, name := range t.Live.StoppedSubs {
+		t.StoppedOn[SubNode(name)]++
+	}
+	for _, name := range t.Replay.StoppedSubs {
+		t.ReplayStoppedOn[SubNode(name)]++
 	}
 	ack := map[posKey]MsgID{}
+	ackedIn := map[string][]uint64{} // channel -> its acknowledged positions, sorted
 	for _, p := range pubs {
 		if p.Outcome == Acked {
 			ack[posKey{p.Channel, p.Pos}] = p.ID
+			ackedIn[p.Channel] = append(ackedIn[p.Channel], p.Pos)
 		}
+	}
+	for _, ps := range ackedIn {
+		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 	}
 	served := map[posKey]bool{} // acknowledged positions a replay delivered with their message
 	for _, s := range replay {
@@ -71,9 +78,13 @@ func NewTally(replicas int, pubs []Publish, live, replay []Sub, deadline func(ti
 				got[ev.Pos] = true
 			}
 		}
+		ps := ackedIn[s.Channel]
 		for _, ev := range s.Events {
-			for pos := ev.From; ev.Kind == Gap && pos <= ev.To && pos-ev.From < 1<<20; pos++ {
-				if _, ok := ack[posKey{s.Channel, pos}]; ok && !got[pos] && pos >= s.From {
+			if ev.Kind != Gap {
+				continue
+			}
+			for i := sort.Search(len(ps), func(i int) bool { return ps[i] >= ev.From }); i < len(ps) && ps[i] <= ev.To; i++ {
+				if pos := ps[i]; !got[pos] && pos >= s.From {
 					announced[posKey{s.Channel, pos}] = true
 				}
 			}
@@ -130,8 +141,9 @@ func (t Tally) String() string {
 	fmt.Fprintf(&b, "live: missing (silent) %d, late %d; subscriptions stopped with no gap: %d %s; latency p99 %v max %v\n",
 		t.Live.Silent, t.Live.Late, t.Live.Stopped, byNode(t.StoppedOn, "channels"),
 		t.Live.P99Latency.Round(time.Millisecond), t.Live.MaxLatency.Round(time.Millisecond))
-	fmt.Fprintf(&b, "replay from earliest: missing %d (silent %d, announced lost %d) %s\n",
-		t.Replay.Silent+t.Replay.Announced, t.Replay.Silent, t.Replay.Announced, byNode(t.ReplayMissingOn, "acked"))
+	fmt.Fprintf(&b, "replay from earliest: missing %d (silent %d, announced lost %d) %s; stopped with no gap: %d %s\n",
+		t.Replay.Silent+t.Replay.Announced, t.Replay.Silent, t.Replay.Announced, byNode(t.ReplayMissingOn, "acked"),
+		t.Replay.Stopped, byNode(t.ReplayStoppedOn, "channels"))
 	fmt.Fprintf(&b, "positions acknowledged twice %d; payload mismatches %d (replay %d); duplicates %d (replay %d); out of order %d; "+
 		"refused yet delivered %d; unknown outcome delivered %d; epoch changes %d\n",
 		t.Live.DoubleAcks, t.Live.Mismatch, t.Replay.Mismatch, t.Live.Duplicates, t.Replay.Duplicates,
