@@ -282,6 +282,30 @@ func (nm *nemesis) burst(f Fault, victim int) {
 	}()
 }
 
+// converge waits until every node sees every node alive, at most d; a
+// cluster that does not converge fails the run, which goes on to its
+// replay and counts.
+func (nm *nemesis) converge(d time.Duration) {
+	t0 := time.Now()
+	last := ""
+	for time.Since(t0) < d {
+		ok := true
+		for _, n := range nm.tp.nodes {
+			st, err := nm.tp.status(n)
+			if alive := proctest.Alive(st); err != nil || alive != len(nm.tp.nodes) {
+				ok, last = false, fmt.Sprintf("%s sees %d alive (%v)", n.name, alive, err)
+				break
+			}
+		}
+		if ok {
+			nm.t.Logf("nemesis: every node sees every node alive %v after the end", time.Since(t0).Round(100*time.Millisecond))
+			return
+		}
+		time.Sleep(250 * time.Millisecond) // polling other processes
+	}
+	nm.t.Errorf("nemesis: the cluster did not converge within %v after the end: %s", d, last)
+}
+
 // logOutcomes logs what the publishes that were not acknowledged were
 // told, by kind of answer.
 func (nm *nemesis) logOutcomes(all []Publish) {

@@ -192,7 +192,7 @@ func replayHint(seed uint64, r nemesisRun) string {
 
 // serveSupports reports which of the flags the binary's `serve --help`
 // lists (the Raft coordination adds --data-dir and --bootstrap-expect).
-func serveSupports(t *testing.T, bin string, flags ...string) map[string]bool {
+func serveSupports(bin string, flags ...string) map[string]bool {
 	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput() // exits 0 or 2 after printing
 	has := map[string]bool{}
 	for _, f := range flags {
@@ -205,7 +205,7 @@ func serveSupports(t *testing.T, bin string, flags ...string) map[string]bool {
 // node's restarts unless a fault wipes it) and --bootstrap-expect, where
 // the binary has them.
 func nodeSetup(t *testing.T, tp *topo, bin string, nodes int) (wipe func(n *node)) {
-	has := serveSupports(t, bin, "data-dir", "bootstrap-expect")
+	has := serveSupports(bin, "data-dir", "bootstrap-expect")
 	t.Logf("the binary has --data-dir: %v, --bootstrap-expect: %v", has["data-dir"], has["bootstrap-expect"])
 	gen := map[string]int{} // wipes so far, by node
 	dir := func(n *node) string { return filepath.Join(tp.dir, fmt.Sprintf("%s-data-%d", n.name, gen[n.name])) }
@@ -281,12 +281,17 @@ func runNemesis(t *testing.T, bin string, r nemesisRun, seed uint64) {
 		}
 		all = append(all, p.publishes()...)
 	}
+	phase := func(what string) { t.Logf("nemesis: %s at +%.1fs", what, time.Since(nm.start).Seconds()) }
+	phase("publishing ended and outcomes in")
 	deadline := Deadline(nm.windows, bound)
 	live.waitCovered(t, all, deadline)
-	tp.waitAlive(r.Nodes, convergeWithin, tp.nodes...)
+	phase("live subscriptions covered (or past their deadline)")
+	nm.converge(convergeWithin)
 	replayed := replaySubs(ctx, t, tp, tp.running(), append(chans, nm.burstChans...), nil, all)
+	phase("replayed")
 	lin := CheckLinear(History(all, append(live.snaps(), replayed...), nm.start), r.CheckBudget)
 	tally := NewTally(r.Replicas, all, live.snaps(), replayed, deadline, lin)
+	phase("checked")
 	t.Logf("nemesis seed %d (%d nodes, N = %d, %v%s; the whole run took %v):\n%s", seed, r.Nodes, r.Replicas, r.Duration,
 		pick(r.Combined, ", combined", ""), time.Since(began).Round(time.Second), tally)
 	nm.logOutcomes(all)
