@@ -311,7 +311,11 @@ func (nm *nemesis) converge(d time.Duration) {
 func (nm *nemesis) logOutcomes(all []Publish) {
 	why := map[string]int{}
 	for _, e := range all {
-		if e.Outcome != Acked {
+		switch e.Outcome {
+		case Acked:
+		case Pending:
+			why["no outcome by the end of the run"]++
+		default:
 			why[longNumber.ReplaceAllString(e.Err, "N")]++
 		}
 	}
