@@ -115,6 +115,15 @@ func TestTally(t *testing.T) {
 		{Name: "replay@b/c", Channel: "c", Events: []Event{msg(1, 9), msg(2, 9)}}}
 	deadline := Deadline(nil, 10*time.Second)
 
+	// A channel recreated (an epoch change) under publishing: fine for
+	// N = 1 only.
+	epoch := []Sub{{Name: "sub@a/c", Channel: "c", From: 1, Events: []Event{msg(1, 2), {Kind: Epoch, Pos: 2, At: at(3)}, msg(2, 3), msg(3, 4), msg(4, 5)}}}
+	for _, n := range []int{1, 2} {
+		fails := NewTally(n, pubs, epoch, replayAll, deadline, LinResult{}).Failures()
+		if (len(fails) == 0) != (n == 1) || (n == 2 && !strings.Contains(fails[0], "1 epoch changes")) {
+			t.Errorf("N = %d, an epoch change: failures %q", n, fails)
+		}
+	}
 	// Really lost (no replay has 3 and 4): fine for N = 1 only.
 	for _, n := range []int{1, 2} {
 		tl := NewTally(n, pubs, live, replayLost[:1], deadline, LinResult{})

@@ -159,6 +159,13 @@ var nemesisRegressions = []struct {
 	{"5n-r3-seed2", 2, fiveR3, "acked 80,100; 53,214 announced GAP lost to live subscribers (40,351 served by a replay); " +
 		"replays missing 126,775 (a 18,378, b 36,883, c 23,355, d 18,601, e 29,558), 3,839 of them announced lost; " +
 		"17 replays stop with no gap (b 9, c 2, e 6 channels); all 6 publishers with publishes unanswered 12 s after the end"},
+	// The seeds proposed for CI (80 s each).
+	{"ci-3n-r2-80s-seed38", 38, threeR2short, "acked 33,056; 2,931 announced GAP lost to live subscribers (all served by a replay); " +
+		"the replay on a misses 285 (one channel stops with no gap)"},
+	{"ci-3n-r2-80s-seed25", 25, threeR2short, "acked 35,135; the replay on a misses 68 (one channel stops with no gap), " +
+		"on c 4 announced lost (channels of the kill-voter burst)"},
+	{"ci-5n-r3-combined-80s-seed5", 5, fiveR3combined, "acked 32,700; 13,691 announced GAP lost to live subscribers (11,597 served by a replay); " +
+		"replays missing 29,028 on every node, 11 replays stop with no gap; 17 epoch changes (channels recreated)"},
 }
 
 // The shapes of the recorded runs: 180 s, 80 publishes per second per
@@ -166,6 +173,10 @@ var nemesisRegressions = []struct {
 var (
 	threeR2 = nemesisRun{Nodes: 3, Replicas: 2, Duration: 180 * time.Second, Rate: 80, Chans: 30, Pubs: 6, CheckBudget: 60 * time.Second}
 	fiveR3  = nemesisRun{Nodes: 5, Replicas: 3, Duration: 180 * time.Second, Rate: 80, Chans: 30, Pubs: 6, CheckBudget: 60 * time.Second}
+	// CI's: 80 s, and on five nodes faults that overlap on at most 2.
+	threeR2short   = nemesisRun{Nodes: 3, Replicas: 2, Duration: 80 * time.Second, Rate: 80, Chans: 30, Pubs: 6, CheckBudget: 60 * time.Second}
+	fiveR3combined = nemesisRun{Nodes: 5, Replicas: 3, Duration: 80 * time.Second, Combined: true, MaxAffected: 2, Rate: 80, Chans: 30, Pubs: 6,
+		CheckBudget: 60 * time.Second}
 )
 
 // TestNemesisRegressions replays the recorded failing seeds, each a

@@ -100,8 +100,8 @@ func NewTally(replicas int, pubs []Publish, live, replay []Sub, deadline func(ti
 }
 
 // Failures lists what breaks the promise, one line each; none when the
-// run passes. Late deliveries, losses and gaps over acknowledged messages
-// (for N >= 2), silences, duplicates, payload mismatches, positions
+// run passes. Late deliveries, losses, gaps over acknowledged messages and
+// epoch changes (for N >= 2), silences, duplicates, payload mismatches, positions
 // acknowledged twice, deliveries of refused publishes, a history
 // porcupine (or the exact check) finds not linearizable. An Unknown
 // verdict (out of time) is reported by String, not a failure.
@@ -124,6 +124,7 @@ func (t Tally) Failures() []string {
 	if t.Replicas >= 2 {
 		add(t.AnnouncedMsgs, fmt.Sprintf("acknowledged messages announced GAP lost to live subscribers (N = %d)", t.Replicas))
 		add(t.Replay.Announced, fmt.Sprintf("acknowledged messages announced lost in replays (N = %d)", t.Replicas))
+		add(t.Live.Epochs+t.Replay.Epochs, fmt.Sprintf("epoch changes: channels recreated under continuous publishing (N = %d)", t.Replicas))
 	}
 	add(len(t.Lin.Illegal), "channels not linearizable (porcupine)")
 	if n := len(t.Lin.Why); n > len(t.Lin.Illegal) {
