@@ -28,6 +28,7 @@ type testCluster struct {
 	t      testing.TB
 	mod    func(*Config)
 	logger *slog.Logger
+	base   string // the nodes' data directories are under it
 
 	mu      sync.Mutex
 	nodes   map[string]*testNode
@@ -64,7 +65,9 @@ func testConfig(name, dir string) Config {
 // Config. Its cleanup shuts every node down and checks that none of their
 // goroutines outlive Shutdown.
 func newTestCluster(t testing.TB, mod func(*Config)) *testCluster {
-	c := &testCluster{t: t, mod: mod, logger: testLogger(), nodes: make(map[string]*testNode), members: make(map[string]*Member)}
+	// The directory first: cleanups run last-registered first, so the
+	// nodes are shut down before their directories are removed.
+	c := &testCluster{t: t, mod: mod, logger: testLogger(), base: t.TempDir(), nodes: make(map[string]*testNode), members: make(map[string]*Member)}
 	t.Cleanup(func() {
 		for _, n := range c.all() {
 			c.shutdown(n)
@@ -99,7 +102,7 @@ func (c *testCluster) start(name string, persist bool, mod func(*Config)) *testN
 	if n == nil {
 		n = &testNode{name: name}
 		if persist {
-			n.dir = filepath.Join(c.t.TempDir(), name)
+			n.dir = filepath.Join(c.base, name)
 		}
 		c.nodes[name] = n
 	}

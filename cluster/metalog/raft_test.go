@@ -421,8 +421,13 @@ func TestRaft_BootstrapExpectWaits(t *testing.T) {
 // demotes it and promotes the fourth member in its place.
 func TestRaft_DrainingLeaderHandsOver(t *testing.T) {
 	c := newTestCluster(t, nil)
-	c.startAll(false, "a", "b", "c", "d")
+	c.startAll(false, "a", "b", "c")
 	c.waitVoters("a", "b", "c")
+	c.start("d", false, nil)
+	waitFor(t, testTimeout, "d a non-voter", func() bool {
+		_, nv := voterNames(c.leader())
+		return fmt.Sprint(nv) == "[d]"
+	})
 	old := c.leader()
 	c.update(old.name, func(m *Member) { m.Draining = true })
 	var l *testNode

@@ -117,8 +117,8 @@ type planInput struct {
 type changeKind uint8
 
 const (
-	addNonvoter changeKind = iota + 1 // a new server, or a new address for a non-voter
-	promote                           // a non-voter becomes a voter (or a voter gets a new address)
+	addNonvoter changeKind = iota + 1 // a new server
+	promote                           // a non-voter becomes a voter
 	demote                            // a voter becomes a non-voter
 	remove                            // a server leaves the configuration
 	transfer                          // the leader hands its leadership over (it is draining)
@@ -171,7 +171,11 @@ func (in *planInput) fate(s cfgServer) serverFate {
 // plan returns the configuration changes that make the configuration follow
 // the membership, in the order to apply them: promotions first (so a
 // replaced voter's successor votes before it goes), then voter removals and
-// demotions, non-voter removals, new addresses, additions. A leader that
+// demotions, non-voter removals, additions. A server keeps the address it
+// was added with: dials go to the address its node advertises now (the
+// transport's addressBook), so a node restarted on another port needs no
+// change (and hashicorp raft v1.8.0 races when one changes a peer's
+// address: hashicorp/raft#681). A leader that
 // drains plans only the transfer of its leadership to a caught-up voter
 // (nothing while there is none).
 //
@@ -205,7 +209,7 @@ func plan(in planInput) []change {
 	}
 	budget := (voters - 1) / 2 // unreachable voters a round may drop
 	var keepVoters, graceVoters, eligible []cfgServer
-	var dropVoters, dropOthers, readdress []change
+	var dropVoters, dropOthers []change
 	for _, s := range in.Servers {
 		if s.ID == in.Self {
 			keepVoters = append(keepVoters, s)
@@ -239,15 +243,6 @@ func plan(in planInput) []change {
 		default:
 			dropOthers = append(dropOthers, change{Kind: remove, ID: s.ID, Reason: fateReason[f]})
 		}
-		if f == keepServer {
-			if m := in.Members[nodeOf(s.ID)]; m.ServerID == s.ID && m.Addr != "" && m.Addr != s.Addr {
-				k := addNonvoter
-				if s.Voter {
-					k = promote
-				}
-				readdress = append(readdress, change{Kind: k, ID: s.ID, Addr: m.Addr, Reason: "its node advertises a new address"})
-			}
-		}
 	}
 	want := votersFor(in.ableToVote(len(graceVoters)), in.MaxVoters)
 	switch {
@@ -265,7 +260,6 @@ func plan(in planInput) []change {
 	}
 	out = append(out, dropVoters...)
 	out = append(out, dropOthers...)
-	out = append(out, readdress...)
 	return append(out, in.additions(cfg)...)
 }
 
