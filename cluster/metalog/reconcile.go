@@ -28,11 +28,12 @@ type Member struct {
 	Since time.Time
 }
 
-// Advert is what a node gossips about its Raft side (Raft.Advert).
+// Advert is what a node gossips about its Raft side (Raft.Advert), to be
+// passed back, as it is, in the Member fields of the same names.
 type Advert struct {
-	ServerID     string
-	Addr         string
-	Bootstrapped bool // it has Raft state: it bootstrapped or was added
+	ServerID     string // node name, '@', 16 hex digits (identity.go)
+	Addr         string // Raft address: host:port, '/', server id
+	Bootstrapped bool   // it has Raft state: it bootstrapped or was added
 }
 
 // shouldBootstrap reports whether self, a node with an empty log, starts a
