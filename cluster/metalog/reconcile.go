@@ -45,9 +45,11 @@ type Advert struct {
 // the membership view. Nodes that cannot see each other when they start
 // (a gossip partition at bootstrap time, or expect smaller than the group
 // started at once, whose members do not yet see each other) can each see
-// expect empty members and each start a cluster; those clusters never
-// merge. Set expect to the number of nodes started together, and start
-// them with a working network.
+// expect empty members and each start a cluster. Once gossip joins them,
+// each leader adds the other cluster's members as non-voters (nothing in
+// an Advert says which cluster a node belongs to), the two fight over those
+// nodes, and one cluster's entries are lost. Set expect to the number of
+// nodes started together, and start them with a working network.
 func shouldBootstrap(self Member, members []Member, expect int) bool {
 	if self.Bootstrapped || self.ServerID == "" {
 		return false
