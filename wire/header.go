@@ -81,6 +81,11 @@ var typeNames = [...]string{
 	TypeRefresh:      "REFRESH",
 	TypeAuthed:       "AUTHED",
 	TypeFData:        "FDATA",
+
+	TypePresence:      "PRESENCE",
+	TypePresenceState: "PRESENCE_STATE",
+	TypePresenceEvent: "PRESENCE_EVENT",
+	TypeOccupancy:     "OCCUPANCY",
 }
 
 // String returns the frame type's name as written in the protocol document,

@@ -115,7 +115,7 @@ func DecodeNodeRequest(body []byte) (NodeOp, []byte, error) {
 	d := decoder{b: body, frame: TypeNodeRequest}
 	op := NodeOp(d.u8("op"))
 	rest := d.rest()
-	if d.err == nil && (op == 0 || op > opMax) {
+	if d.err == nil && !validOp(op) {
 		d.failf("unknown op %d", op)
 	}
 	return op, rest, d.err
