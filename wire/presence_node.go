@@ -23,7 +23,7 @@ func validOp(op NodeOp) bool {
 //	off   size  field
 //	0     8     incarnation (u64): the sender's presence state's incarnation
 //	8     8     seq (u64): this push's number in the sender's stream to the receiver
-//	16    1     flags (u8): 0x01 BEGIN, 0x02 END; other bits are BAD_OP
+//	16    1     flags (u8): 0x01 BEGIN, 0x02 END, 0x04 WANT; other bits are BAD_OP
 //	17    4     count (u32): items
 //	21    ...   count x item
 //
@@ -33,7 +33,9 @@ func validOp(op NodeOp) bool {
 //	2 JOIN    str8 clientID, u64 conn, u16 infoLen (0..4096), info
 //	3 LEAVE   str8 clientID, u64 conn
 //
-// Result: u8 status, 0 APPLIED or 1 RESYNC (send a snapshot, from BEGIN).
+// Result: u8 status, 0 APPLIED or 1 RESYNC (send a snapshot, from BEGIN);
+// u64 incarnation, the receiver's (a sender learns from it that the
+// receiver restarted and lost what it was sent).
 
 // Flags of a PRESENCE_SYNC push.
 const (
@@ -43,6 +45,10 @@ const (
 	SyncBegin uint8 = 0x01
 	// SyncEnd ends a snapshot.
 	SyncEnd uint8 = 0x02
+	// SyncWant, with SyncBegin: the sender holds nothing from the
+	// receiver (it restarted, or dropped the receiver as dead): a
+	// receiver that pushed to it before sends it a snapshot.
+	SyncWant uint8 = 0x04
 )
 
 // Results of a PRESENCE_SYNC push.
@@ -144,7 +150,7 @@ func DecodePresenceSync(body []byte, dst []SyncItem) (PresenceSync, []SyncItem, 
 	p := PresenceSync{Incarnation: d.u64("incarnation"), Seq: d.u64("seq"), Flags: d.u8("flags"), Count: d.u32("count")}
 	switch {
 	case d.err != nil:
-	case p.Flags&^(SyncBegin|SyncEnd) != 0:
+	case p.Flags&^(SyncBegin|SyncEnd|SyncWant) != 0:
 		d.failf("presence sync: undefined flags 0x%02x", p.Flags)
 	case uint64(p.Count) > uint64((len(body)-d.off)/syncItemMinLen):
 		d.failf("presence sync: %d items cannot fit in %d bytes", p.Count, len(body)-d.off)
@@ -190,16 +196,22 @@ func (d *decoder) syncItem(i uint32) SyncItem {
 }
 
 // AppendSyncResult appends the result of a push: SyncApplied or
-// SyncResync.
-func AppendSyncResult(dst []byte, status uint8) []byte { return append(dst, status) }
+// SyncResync, and the receiver's incarnation.
+func AppendSyncResult(dst []byte, status uint8, incarnation uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, status), incarnation)
+}
 
 // DecodeSyncResult decodes a push's result; another length or an
 // undefined status is malformed.
-func DecodeSyncResult(body []byte) (uint8, error) {
+func DecodeSyncResult(body []byte) (status uint8, incarnation uint64, err error) {
 	d := decoder{b: body, frame: TypeNodeResponse}
-	s := d.u8("status")
-	if d.err == nil && s > SyncResync {
-		d.failf("presence sync: result %d undefined", s)
+	status = d.u8("status")
+	if d.err == nil && status > SyncResync {
+		d.failf("presence sync: result %d undefined", status)
 	}
-	return s, d.exact()
+	incarnation = d.u64("incarnation")
+	if err := d.exact(); err != nil {
+		return 0, 0, err
+	}
+	return status, incarnation, nil
 }

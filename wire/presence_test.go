@@ -88,7 +88,8 @@ func decodePresence(h wire.Header, body []byte) (any, error) {
 		if err != nil || st != wire.NodeOK {
 			return nil, fmt.Errorf("status %d: %v", st, err)
 		}
-		return wire.DecodeSyncResult(res)
+		st, inc, err := wire.DecodeSyncResult(res)
+		return [2]uint64{uint64(st), inc}, err
 	}
 	return decodeAny(h, body)
 }
@@ -139,8 +140,8 @@ func presenceCases() []struct {
 			[]syncItemV{{Kind: wire.SyncCounts, Channel: "room.1", Counts: wire.Occupancy{Subscribers: 2, Publishers: 1, Members: 1}},
 				{Kind: wire.SyncJoin, Channel: "room.1", ClientID: "alice", Conn: 7, Info: "hi"},
 				{Kind: wire.SyncLeave, Channel: "room.1", ClientID: "bob", Conn: 3}}}}},
-		{"sync_result", wire.AppendNodeResponse(nil, 5, wire.NodeOK, wire.AppendSyncResult(nil, wire.SyncResync), ""),
-			msg{hdr(2, wire.TypeNodeResponse, 0, 5), wire.SyncResync}},
+		{"sync_result", wire.AppendNodeResponse(nil, 5, wire.NodeOK, wire.AppendSyncResult(nil, wire.SyncResync, 0x99aabbccddeeff00), ""),
+			msg{hdr(10, wire.TypeNodeResponse, 0, 5), [2]uint64{uint64(wire.SyncResync), 0x99aabbccddeeff00}}},
 	}
 }
 
@@ -236,7 +237,7 @@ func TestPresenceSyncBadBodies(t *testing.T) {
 		want string
 	}{
 		{"short prefix", cat(u64(1), u64(2)), "flags"},
-		{"undefined flags", pre(0x04, 0), "undefined flags 0x04"},
+		{"undefined flags", pre(0x08, 0), "undefined flags 0x08"},
 		{"count too large", cat(pre(0, 2), join("c", 0)), "2 items cannot fit"},
 		{"kind 0", cat(pre(0, 1), u8(0), u8(1), str("c"), occupancyBytes()), "kind 0 undefined"},
 		{"kind 4", cat(pre(0, 1), u8(4), u8(1), str("c"), occupancyBytes()), "kind 4 undefined"},
@@ -261,8 +262,8 @@ func TestPresenceSyncBadBodies(t *testing.T) {
 	if op, _, err := wire.DecodeNodeRequest(cat(u8(uint8(wire.OpPresenceSync)), pre(0, 0))); err != nil || op != wire.OpPresenceSync {
 		t.Errorf("op 32: %v %v", op, err)
 	}
-	for _, b := range [][]byte{nil, u8(2), cat(u8(0), u8(0))} {
-		if _, err := wire.DecodeSyncResult(b); !errors.Is(err, wire.ErrMalformed) {
+	for _, b := range [][]byte{nil, u8(0), cat(u8(2), u64(1)), cat(u8(0), u64(1), u8(0))} {
+		if _, _, err := wire.DecodeSyncResult(b); !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("result % x: err = %v, want malformed", b, err)
 		}
 	}
@@ -333,7 +334,7 @@ func roundTripPresence(t *testing.T, sel uint8, tk *take) {
 		o := wire.Occupancy{Subscribers: tk.u32(), Publishers: tk.u32(), Members: tk.u32()}
 		frame, want = wire.AppendOccupancy(nil, id, wire.Flags(tk.u8()), o), o
 	default:
-		p := wire.PresenceSync{Incarnation: tk.u64(), Seq: tk.u64(), Flags: tk.u8() % 4}
+		p := wire.PresenceSync{Incarnation: tk.u64(), Seq: tk.u64(), Flags: tk.u8() % 8}
 		v := syncV{}
 		var items []byte
 		for range tk.u8() % 8 {
