@@ -143,6 +143,9 @@ type Config struct {
 	// Limits returns a channel's streamlet limits (sizing the copies this
 	// node adopts, drain.go).
 	Limits func(channel string) role.Limits
+	// Service answers the node operations of services (presence) and
+	// learns the live members (service.go); nil: none.
+	Service Service
 	// Cut is fault injection for tests (nil in production): while it
 	// reports true for a peer, nothing this node sends to it arrives,
 	// as when a firewall drops this node's packets to it: dials fail and
@@ -425,6 +428,7 @@ func (c *Cluster) refresh() {
 		c.nodeGone(name)
 	}
 	c.gw.SetNodes(c.clientAddrs())
+	c.tellService(seen)
 	c.reinterest()
 }
 
@@ -1063,6 +1067,9 @@ var _ role.Manager = (*clusterRouter)(nil)
 // Serve executes one NODE_REQUEST from peer node and returns the status
 // and result body. It may wait for other nodes: call it off the loops.
 func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
+	if op >= wire.OpServiceFirst {
+		return c.serveService(peer, op, body)
+	}
 	d := wire.NewNodeDec(wire.TypeNodeRequest, body)
 	var e wire.NodeEnc
 	fail := func(err error) (uint8, []byte, string) {

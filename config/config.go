@@ -89,43 +89,54 @@ const DefaultDrainTimeout = 20 * time.Second
 // file is the layout of the TOML document. Pointers tell a key that is
 // absent (keep the value) from one set to its zero value.
 type file struct {
-	Listen          *string     `toml:"listen"`
-	Loops           *int        `toml:"loops"`
-	Name            *string     `toml:"name"`
-	LimitMsgs       *int        `toml:"limit-msgs"`
-	Replicas        *int        `toml:"replicas"`
-	LimitSize       *Size       `toml:"limit-size"`
-	LimitLife       *Duration   `toml:"limit-life"`
-	TTL             *Duration   `toml:"ttl"`
-	MaxRetained     *Size       `toml:"max-retained"`
-	DedupWindow     *Duration   `toml:"dedup-window"`
-	DedupIDs        *int        `toml:"dedup-ids"`
-	MaxPayload      *Size       `toml:"max-payload"`
-	MaxConns        *int        `toml:"max-conns"`
-	MaxSubs         *int        `toml:"max-subs"`
-	OutboundLimit   *Size       `toml:"outbound-limit"`
-	SlowPolicy      *string     `toml:"slow-policy"`
-	PingInterval    *Duration   `toml:"ping-interval"`
-	HandshakeTO     *Duration   `toml:"handshake-timeout"`
-	IdleTimeout     *Duration   `toml:"idle-timeout"`
-	FrameTimeout    *Duration   `toml:"frame-timeout"`
-	PublishRate     *float64    `toml:"publish-rate"`
-	PublishBurst    *int        `toml:"publish-burst"`
-	MaxConnsPerAddr *int        `toml:"max-conns-per-addr"`
-	TrustedProxies  []string    `toml:"trusted-proxies"`
-	TLSListen       *string     `toml:"tls-listen"`
-	TLSCert         *string     `toml:"tls-cert"`
-	TLSKey          *string     `toml:"tls-key"`
-	MetricsListen   *string     `toml:"metrics-listen"`
-	HTTPListen      *string     `toml:"http-listen"`
-	WSListen        *string     `toml:"ws-listen"`
-	WSOrigins       []string    `toml:"ws-origins"`
-	LogLevel        *string     `toml:"log-level"`
-	ShutdownTimeout *Duration   `toml:"shutdown-timeout"`
-	DrainTimeout    *Duration   `toml:"drain-timeout"`
-	ChannelRules    []rule      `toml:"channel-rules"`
-	Auth            *authTable  `toml:"auth"`
-	Cluster         *clusterTab `toml:"cluster"`
+	Listen          *string      `toml:"listen"`
+	Loops           *int         `toml:"loops"`
+	Name            *string      `toml:"name"`
+	LimitMsgs       *int         `toml:"limit-msgs"`
+	Replicas        *int         `toml:"replicas"`
+	LimitSize       *Size        `toml:"limit-size"`
+	LimitLife       *Duration    `toml:"limit-life"`
+	TTL             *Duration    `toml:"ttl"`
+	MaxRetained     *Size        `toml:"max-retained"`
+	DedupWindow     *Duration    `toml:"dedup-window"`
+	DedupIDs        *int         `toml:"dedup-ids"`
+	MaxPayload      *Size        `toml:"max-payload"`
+	MaxConns        *int         `toml:"max-conns"`
+	MaxSubs         *int         `toml:"max-subs"`
+	OutboundLimit   *Size        `toml:"outbound-limit"`
+	SlowPolicy      *string      `toml:"slow-policy"`
+	PingInterval    *Duration    `toml:"ping-interval"`
+	HandshakeTO     *Duration    `toml:"handshake-timeout"`
+	IdleTimeout     *Duration    `toml:"idle-timeout"`
+	FrameTimeout    *Duration    `toml:"frame-timeout"`
+	PublishRate     *float64     `toml:"publish-rate"`
+	PublishBurst    *int         `toml:"publish-burst"`
+	MaxConnsPerAddr *int         `toml:"max-conns-per-addr"`
+	TrustedProxies  []string     `toml:"trusted-proxies"`
+	TLSListen       *string      `toml:"tls-listen"`
+	TLSCert         *string      `toml:"tls-cert"`
+	TLSKey          *string      `toml:"tls-key"`
+	MetricsListen   *string      `toml:"metrics-listen"`
+	HTTPListen      *string      `toml:"http-listen"`
+	WSListen        *string      `toml:"ws-listen"`
+	WSOrigins       []string     `toml:"ws-origins"`
+	LogLevel        *string      `toml:"log-level"`
+	ShutdownTimeout *Duration    `toml:"shutdown-timeout"`
+	DrainTimeout    *Duration    `toml:"drain-timeout"`
+	ChannelRules    []rule       `toml:"channel-rules"`
+	Auth            *authTable   `toml:"auth"`
+	Cluster         *clusterTab  `toml:"cluster"`
+	Presence        *presenceTab `toml:"presence"`
+}
+
+// presenceTab is the [presence] table: the --presence-* flags without
+// the prefix.
+type presenceTab struct {
+	MaxMembers        *int      `toml:"max-members"`
+	MaxBytes          *Size     `toml:"max-bytes"`
+	EventsMax         *int      `toml:"events-max"`
+	OccupancyInterval *Duration `toml:"occupancy-interval"`
+	PublisherWindow   *Duration `toml:"publisher-window"`
 }
 
 type rule struct {
@@ -407,6 +418,13 @@ func (f *file) apply(dst *Serve) error {
 		}
 		o.Auth = a
 	}
+	if p := f.Presence; p != nil {
+		seti(&o.Presence.MaxMembers, p.MaxMembers)
+		sets(&o.Presence.MaxBytes, p.MaxBytes)
+		seti(&o.Presence.EventsMax, p.EventsMax)
+		setd(&o.Presence.OccupancyInterval, p.OccupancyInterval)
+		setd(&o.Presence.PublisherWindow, p.PublisherWindow)
+	}
 	if c := f.Cluster; c != nil {
 		d := &dst.Cluster
 		set(&d.Listen, c.Listen)
@@ -508,6 +526,8 @@ var fieldKeys = map[string]string{
 	"Cluster": "cluster", "Advertise": "advertise", "ClientAdvertise": "client-advertise", "Join": "join",
 	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout", "ClockSkew": "clock-skew",
 	"ReportInterval": "report-interval", "S2": "s2",
+	"MaxMembers": "max-members", "MaxBytes": "max-bytes", "EventsMax": "events-max",
+	"OccupancyInterval": "occupancy-interval", "PublisherWindow": "publisher-window",
 }
 
 // fieldPart matches one element of an engine field path: a name and an

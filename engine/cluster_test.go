@@ -96,6 +96,7 @@ func kill(s *Server) {
 	close(s.tickStop)
 	<-s.tickDone
 	s.clu().Halt()
+	s.closePresence()
 	_ = s.eng.Stop(context.Background()) // closes every socket, links included
 	<-s.done
 }

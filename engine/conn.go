@@ -35,8 +35,12 @@ type conn struct {
 	headers bool // FeatureHeaders negotiated: EXT publishes, extended records delivered
 	s2      bool // FeatureS2 negotiated: compressed publishes and DATA
 	refresh bool // FeatureRefresh negotiated: AUTHED sent, REFRESH taken (jwt.go)
-	closing bool // a fatal error was queued; input is ignored
-	closed  bool // gnet closed it; cleanup done or pending
+	// presence: FeaturePresence negotiated (presence.go); id is the
+	// connection's id on this node, which presence reports.
+	presence bool
+	id       uint64
+	closing  bool // a fatal error was queued; input is ignored
+	closed   bool // gnet closed it; cleanup done or pending
 	// halfClosed: a fatal ERROR was written and the write side shut
 	// down; the connection is closed when the client closes or at
 	// lingerEnd (unix ns; loop.closeGracefully).
@@ -72,6 +76,13 @@ type conn struct {
 	// reports them. clientInfo is immutable: replaced, never changed.
 	clientID   string
 	clientInfo []byte
+
+	// pubs holds the channels c counts as a publisher of and when it last
+	// published to each (presence.go, notePublisher); lastPub and
+	// lastPubAt the last entry written.
+	pubs      map[string]int64
+	lastPub   string
+	lastPubAt int64
 
 	// watchTok names c in the server's writeWatch (0: never armed);
 	// watchArmed: a conn.writable call is due when the socket drains,

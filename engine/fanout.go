@@ -175,6 +175,9 @@ type loopChan struct {
 	// pubMsgs and pubBytes count the publishes stored through this loop
 	// since the console last collected them (console.go).
 	pubMsgs, pubBytes uint64
+	// presSubs are the subscriptions that want presence events or
+	// occupancy (presence.go).
+	presSubs []*sub
 }
 
 // sub is one subscription of one connection.
@@ -191,6 +194,12 @@ type sub struct {
 	lagging   bool   // in lc.catchup: reads with cur, not the live stream
 	skipping  bool   // slow: messages from skipFrom on were not sent
 	skipFrom  uint64
+	// pflags are the presence flags it was subscribed with; ppaused is
+	// the EVENTS_PAUSED state it was last sent; pclient the client id it
+	// entered the channel's presence with (presence.go).
+	pflags  wire.Flags
+	ppaused bool
+	pclient string
 }
 
 // cursor is a read position in a channel and the streamlet holding it.
@@ -553,6 +562,7 @@ func (lc *loopChan) addSub(s *sub, start uint64) {
 
 // removeSub forgets s; the last one unregisters the loop as a reader.
 func (lc *loopChan) removeSub(s *sub) {
+	lc.l.presenceRemoved(lc, s)
 	lc.liveSubs = removeFrom(lc.liveSubs, s)
 	lc.catchup = removeFrom(lc.catchup, s)
 	lc.nsubs--

@@ -616,5 +616,8 @@ func (s *Server) ownedRunning() int {
 	if cl := s.clu(); cl != nil {
 		n += cl.Goroutines()
 	}
+	if s.pres.sync != nil {
+		n += s.pres.sync.Goroutines()
+	}
 	return n
 }

@@ -89,6 +89,7 @@ type loop struct {
 	inflated []byte
 	zin      []byte
 	db       dataBatch // the batch being delivered (msgdata.go)
+	ps       presenceScratch
 	rw       rawWriter // writes the connections' output (conn.writev)
 }
 
@@ -252,7 +253,7 @@ func (l *loop) execute(fn func()) {
 }
 
 func (l *loop) open(gc gnet.Conn) *conn {
-	c := &conn{gc: gc, l: l, opened: l.srv.clock().UnixNano(), subs: make(map[uint32]*sub)}
+	c := &conn{gc: gc, l: l, opened: l.srv.clock().UnixNano(), subs: make(map[uint32]*sub), id: l.srv.pres.conns.Add(1)}
 	gc.SetContext(c)
 	l.conns[c] = struct{}{}
 	return c
@@ -282,6 +283,7 @@ func (l *loop) cleanup(c *conn) {
 		}
 	}
 	clear(c.subs)
+	l.expirePublishers(c, true)
 	delete(l.conns, c)
 	l.outSum -= int64(c.outSeen)
 	c.outSeen = 0
@@ -399,7 +401,7 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 			c.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
-		l.subscribe(c, h.ID, sb)
+		l.subscribe(c, h.ID, h.Flags, sb)
 	case wire.TypeUnsubscribe:
 		id, err := wire.DecodeUnsubscribe(body)
 		if err != nil {
@@ -431,6 +433,8 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 			return
 		}
 		l.refreshToken(c, h.ID, tok)
+	case wire.TypePresence:
+		l.presenceQuery(c, h, body)
 	case wire.TypeHello:
 		c.sendError(h.ID, wire.CodeHelloRequired, "HELLO was already received on this connection")
 	default:
@@ -479,6 +483,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	c.headers = w.Features&wire.FeatureHeaders != 0
 	c.s2 = w.Features&wire.FeatureS2 != 0
 	c.refresh = w.Features&wire.FeatureRefresh != 0
+	c.presence = w.Features&wire.FeaturePresence != 0
 	c.scratch = wire.AppendWelcome(c.scratch, h.ID, w)
 	c.ownEnd(s, k)
 	if c.refresh {
@@ -585,6 +590,7 @@ func (l *loop) flushRun() {
 	if remote {
 		lc.pump()
 	}
+	l.notePublisher(c, lc)
 	lc.lastUse = l.now
 	if !lc.touched {
 		lc.touched = true
@@ -663,6 +669,7 @@ func (l *loop) sweep() {
 		l.checkIdle(c)
 		l.checkFrame(c)
 		l.checkExpiry(c)
+		l.expirePublishers(c, false)
 	}
 	l.outSum = out
 	l.publishOut()

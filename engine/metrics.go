@@ -121,9 +121,11 @@ type Metrics struct {
 	// budget covers it together with RetainedBytes.
 	OutboundBytes    int64
 	RetentionExpired int64
-	Channels         int64 // managed channels (gauge)
-	Grants           int64 // write grants issued
-	Degraded         int64 // streamlets opened with fewer replicas than configured
+	// Presence is the node's presence and occupancy (presence.go).
+	Presence PresenceStats
+	Channels int64 // managed channels (gauge)
+	Grants   int64 // write grants issued
+	Degraded int64 // streamlets opened with fewer replicas than configured
 	// Copies of closed streamlets made for draining holders (manager):
 	// done, failed, running now, waiting at the last tick; and the copies
 	// this node adopted. Draining: the node drains.
@@ -247,6 +249,7 @@ collect:
 	m.HeapBytes = int64(ms.HeapInuse)
 	m.CopiesDone, m.CopiesFailed, m.CopiesRunning, m.CopiesWaiting = s.mgr.CopyStats()
 	m.Draining = s.draining.Load()
+	m.Presence = s.pres.reg.Stats()
 	return m
 }
 
@@ -365,6 +368,7 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_node_heap_bytes", "gauge", "Node load: Go heap in use, bytes.", float64(m.HeapBytes), node...)
 	p.one("sluice_node_goroutines", "gauge", "Node load: goroutines.", float64(m.Goroutines), node...)
 	p.one("sluice_node_cpu_seconds_total", "counter", "Node load: process CPU time (user+system).", m.CPUSeconds, node...)
+	writePresenceMetrics(p, m.Presence)
 	return p.w.Flush()
 }
 

@@ -231,9 +231,17 @@ func TestNodeLink_FlippedByteCloses(t *testing.T) {
 // the direction chosen, once in its life. It stops with the test.
 type flipProxy struct {
 	ln       net.Listener
-	target   atomic.Value // string
-	toTarget bool         // flip in the dialer -> target direction
+	target   atomic.Value  // string
+	ready    chan struct{} // closed once target is set (setTarget) or the test ends
+	once     sync.Once
+	toTarget bool // flip in the dialer -> target direction
 	flipped  atomic.Bool
+}
+
+// setTarget sets the address connections are forwarded to.
+func (p *flipProxy) setTarget(addr string) {
+	p.target.Store(addr)
+	p.once.Do(func() { close(p.ready) })
 }
 
 func startFlipProxy(t *testing.T, toTarget bool) *flipProxy {
@@ -241,12 +249,13 @@ func startFlipProxy(t *testing.T, toTarget bool) *flipProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &flipProxy{ln: ln, toTarget: toTarget}
+	p := &flipProxy{ln: ln, toTarget: toTarget, ready: make(chan struct{})}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
 	t.Cleanup(func() {
 		ln.Close()
+		p.once.Do(func() { close(p.ready) })
 		mu.Lock()
 		for _, c := range conns {
 			c.Close()
@@ -262,7 +271,11 @@ func startFlipProxy(t *testing.T, toTarget bool) *flipProxy {
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", p.target.Load().(string))
+			// A node may dial b as soon as b joined (its presence is
+			// pushed at once), before the test knows b's address.
+			<-p.ready
+			target, _ := p.target.Load().(string)
+			u, err := net.Dial("tcp", target)
 			if err != nil {
 				c.Close()
 				continue
@@ -325,7 +338,7 @@ func TestNodeLink_FlippedByteOnARealLink(t *testing.T) {
 				withSecret(o)
 				o.Cluster.ClientAdvertise = p.ln.Addr().String()
 			})
-			p.target.Store(b.Addr())
+			p.setTarget(b.Addr())
 			eventually(t, waitFor, "two members", func() bool { return a.clu().Alive() == 2 && b.clu().Alive() == 2 })
 			ch := channelManagedBy(t, a, "b", "flip")
 			pub, _ := helloRaw(t, a.Addr())

@@ -197,6 +197,9 @@ type Options struct {
 	// and /readyz over HTTP on this address ("" = none).
 	MetricsListen string
 
+	// Presence configures presence and occupancy (presence.go).
+	Presence PresenceOptions
+
 	// Cluster makes the server a node of a cluster; nil runs
 	// every role for every channel in this process alone.
 	Cluster *ClusterOptions
@@ -237,6 +240,7 @@ func DefaultOptions() Options {
 		FrameTimeout:     10 * time.Second,
 		MaxConnsPerAddr:  DefaultMaxConnsPerAddr,
 		PublishBurst:     1000,
+		Presence:         DefaultPresenceOptions(),
 	}
 }
 
@@ -302,6 +306,9 @@ func (o *Options) Validate() error {
 		return optErr("PingInterval", "negative")
 	case o.HandshakeTimeout <= 0:
 		return optErr("HandshakeTimeout", "must be positive")
+	}
+	if err := o.Presence.validate(); err != nil {
+		return err
 	}
 	if err := o.validateSecurity(); err != nil {
 		return err

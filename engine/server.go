@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-rtm/sluice/internal/benchhook"
 	"github.com/sluice-rtm/sluice/internal/owned"
 	"github.com/sluice-rtm/sluice/manager"
+	"github.com/sluice-rtm/sluice/presence"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 	"github.com/sluice-rtm/sluice/ws"
@@ -92,7 +93,8 @@ type Server struct {
 	// and node connections: the sum of the loops' outbound (publishOut).
 	outTotal atomic.Int64
 
-	security // auth, limits, TLS, metrics (security.go)
+	security               // auth, limits, TLS, metrics (security.go)
+	pres     presenceState // presence and occupancy (presence.go)
 
 	// owned counts the goroutines the server started that have not
 	// ended (internal/owned): 0 once Shutdown returned.
@@ -124,6 +126,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.maxBody = wire.MaxBodyFor(uint32(opts.MaxPayload))
+	s.initPresence()
 	s.host = host.New(opts.ServerName, s.clock)
 	s.host.SetDedup(min(opts.DedupWindow, opts.TTL), opts.DedupIDs)
 	s.mgr = manager.New(manager.Config{Node: opts.ServerName, Host: s.host, NewID: s.host.NewID,
@@ -139,7 +142,10 @@ func Start(opts Options) (*Server, error) {
 			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
 				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
-			Log: s.log, Clock: s.clock, Limits: opts.limitsFor, Cut: opts.cutPeer})
+			Log: s.log, Clock: s.clock, Limits: opts.limitsFor, Cut: opts.cutPeer, Service: presenceService{s}})
+		s.pres.sync = presence.NewSyncer(s.pres.reg, func(node string, body []byte) ([]byte, error) {
+			return cl.Call(node, wire.OpPresenceSync, body)
+		})
 		s.route = cl.Router()
 		s.plane = clusterPlane{s, cl}
 	} else if opts.Replicas > 1 {
@@ -281,6 +287,8 @@ func (s *Server) ticker() {
 	defer rt.Stop()
 	mt := time.NewTicker(memInterval)
 	defer mt.Stop()
+	pt := time.NewTicker(s.opts.Presence.OccupancyInterval)
+	defer pt.Stop()
 	s.mem.lastAllocs = heapAllocs() // so that the first memSweep can tell a quiet server
 	for {
 		select {
@@ -290,6 +298,8 @@ func (s *Server) ticker() {
 			s.retentionSweep()
 		case <-mt.C:
 			s.memSweep()
+		case <-pt.C:
+			s.pres.reg.Tick()
 		case <-t.C:
 			now := s.clock()
 			s.mgr.Do(s.mgr.Tick(now))
@@ -334,6 +344,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.tickStop)
 	<-s.tickDone
 	s.plane.shutdown()
+	s.closePresence()
 	ls := s.loopList()
 	gone := make(chan struct{}, len(ls))
 	for _, l := range ls {

@@ -52,13 +52,17 @@ func (srv *Server) positionSince(channel string, info *role.ChannelInfo, t int64
 	return info.Next
 }
 
-func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
+func (l *loop) subscribe(c *conn, reqID uint32, flags wire.Flags, sb wire.Subscribe) {
 	srv := l.srv
 	if err := wire.ValidChannel(sb.Channel); err != nil {
 		c.sendError(reqID, wire.CodeInvalidChannel, err.Error())
 		return
 	}
 	if !l.allowSubscribe(c, reqID, sb.Channel, sb.Start) {
+		return
+	}
+	pflags, ok := l.presenceFlags(c, reqID, flags, sb.Channel)
+	if !ok {
 		return
 	}
 	if len(c.subs) >= srv.opts.MaxSubsPerConn {
@@ -81,7 +85,7 @@ func (l *loop) subscribe(c *conn, reqID uint32, sb wire.Subscribe) {
 	// SUBSCRIBE continues here. The subscription id is taken now, so that
 	// the frames that follow on the connection see it.
 	sb.Channel = append([]byte(nil), sb.Channel...) // may outlive gnet's buffer
-	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true}
+	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true, pflags: pflags}
 	c.subs[sb.SubID] = su
 	lc.pendingSubs++
 	srv.plane.info(lc, true, func(info role.ChannelInfo, _ bool, err error) {
@@ -115,6 +119,10 @@ func (l *loop) subscribeWith(c *conn, reqID uint32, sb wire.Subscribe, lc *loopC
 	if lc.nsubs == 0 {
 		lc.live = cursor{pos: info.Next}
 	}
+	if !l.presenceJoin(c, reqID, lc, su) {
+		delete(c.subs, su.id)
+		return
+	}
 	start := srv.startPosition(sb, &info, l.now)
 	first := max(start, info.Earliest)
 	s, k := c.ownStart()
@@ -131,6 +139,7 @@ func (l *loop) subscribeWith(c *conn, reqID uint32, sb wire.Subscribe, lc *loopC
 	}
 	c.subs[sb.SubID] = su
 	lc.addSub(su, first)
+	l.presenceAdded(c, lc, su)
 	if first != lc.live.pos {
 		lc.deliverCatchup()
 	}

@@ -35,6 +35,8 @@ type outCheck struct {
 	features wire.Features
 	exts     int // extended records seen in DATA
 	zdata    int // compressed DATA frames seen
+	// presFrames counts PRESENCE_EVENT and OCCUPANCY frames seen.
+	presFrames int
 
 	answers []answer // in arrival order
 	acked   map[uint32]bool
@@ -67,7 +69,7 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		if w.Version != wire.Version1 || w.MaxPayload != maxPayload || w.MaxBody != serverMaxBody || w.MaxSubs != maxSubs {
 			return fmt.Errorf("WELCOME %+v does not announce the server's limits", w)
 		}
-		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2|wire.FeatureRefresh) != 0 {
+		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2|wire.FeatureRefresh|wire.FeaturePresence) != 0 {
 			return fmt.Errorf("WELCOME accepts features %#x that no v1 server has", w.Features)
 		}
 		oc.features = w.Features
@@ -167,6 +169,8 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		if oc.features&wire.FeatureRefresh == 0 || oc.frames != 2 || a.ExpiresIn != 0 || a.ClientID != "" {
 			return fmt.Errorf("AUTHED %+v as frame %d with features %#x", a, oc.frames, uint32(oc.features))
 		}
+	case wire.TypePresenceState, wire.TypePresenceEvent, wire.TypeOccupancy:
+		return oc.presence(h, body)
 	case wire.TypePing, wire.TypePong:
 		if len(body) != 0 {
 			return fmt.Errorf("%v with a %d-byte body", h.Type, len(body))
@@ -196,6 +200,35 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 	default:
 		return fmt.Errorf("server sent %v", h.Type)
 	}
+	return nil
+}
+
+// presence checks a presence frame (2.18): only after FeaturePresence;
+// PRESENCE_STATE answers its request with its last frame (no MORE);
+// PRESENCE_EVENT and OCCUPANCY only for an active subscription.
+func (oc *outCheck) presence(h wire.Header, body []byte) error {
+	if oc.features&wire.FeaturePresence == 0 {
+		return fmt.Errorf("%v without FeaturePresence", h.Type)
+	}
+	var err error
+	switch h.Type {
+	case wire.TypePresenceState:
+		if _, _, err = wire.DecodePresenceState(body, nil); err == nil && h.Flags&wire.FlagMore == 0 {
+			oc.answers = append(oc.answers, answer{typ: wire.TypePresenceState, id: h.ID})
+		}
+		return err
+	case wire.TypePresenceEvent:
+		_, err = wire.DecodePresenceEvent(body, nil)
+	default:
+		_, err = wire.DecodeOccupancy(body)
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := oc.next[h.ID]; !ok {
+		return fmt.Errorf("%v for subscription %d, which is not active", h.Type, h.ID)
+	}
+	oc.presFrames++
 	return nil
 }
 

@@ -29,12 +29,13 @@ const (
 	opHalfClose         // close the sending side (the server sees EOF)
 	opBurst             // 1..48 small PUBLISHes to one channel
 	opPublishExt        // a PUBLISH with EXT: message id and headers (maybe invalid), maybe COMPRESSED
+	opPresence          // a PRESENCE query: flags, channel
 	numOps
 )
 
 // opNames names the operations in failure reports.
 var opNames = [numOps]string{"hello", "publish", "subscribe", "unsubscribe", "ping", "pong", "raw",
-	"truncated", "huge", "mutated", "reopen", "switch", "split", "anytype", "halfclose", "burst", "publishext"}
+	"truncated", "huge", "mutated", "reopen", "switch", "split", "anytype", "halfclose", "burst", "publishext", "presence"}
 
 // Bounds that keep one input fast (milliseconds).
 const (
@@ -180,12 +181,25 @@ func (s *src) subscribe() []byte {
 		sb.Epoch = s.u64()
 	}
 	sb.Channel = []byte(s.channel())
-	return wire.AppendSubscribe(nil, id, sb)
+	// The presence flags (meaningful after FeaturePresence, ignored
+	// before).
+	return wire.AppendSubscribeFlags(nil, id, wire.Flags(s.u8())&wire.SubscribePresenceFlags, sb)
+}
+
+// presence is a PRESENCE query with fuzzer flags (COUNTS_ONLY and
+// undefined bits) and channel.
+func (s *src) presence() []byte {
+	id, flags := s.id(), wire.Flags(s.u8())&^wire.FlagCompressed
+	ch := s.channel()
+	if ch == "" || len(ch) > wire.MaxChannelLen {
+		ch = "x"
+	}
+	return wire.AppendPresence(nil, id, flags, ch)
 }
 
 // frame builds one valid client frame of a fuzzer-chosen type.
 func (s *src) frame() []byte {
-	switch s.u8() % 7 {
+	switch s.u8() % 8 {
 	case 0:
 		return s.hello()
 	case 1:
@@ -198,6 +212,8 @@ func (s *src) frame() []byte {
 		return wire.AppendPing(nil, s.id())
 	case 5:
 		return s.publishExt()
+	case 6:
+		return s.presence()
 	default:
 		return wire.AppendPong(nil, s.id())
 	}
@@ -223,6 +239,7 @@ type outcome struct {
 	// What the connection received: DATA frames, compressed ones, and
 	// extended records in them.
 	data, zdata, exts int
+	pres              int // PRESENCE_EVENT and OCCUPANCY frames
 }
 
 // runInput decodes data into actions and performs them on fresh
@@ -272,7 +289,7 @@ func (d *driver) end(i int) {
 		if err := fc.finish(); err != nil {
 			d.errs = append(d.errs, fmt.Errorf("connection %d: %w", i, err))
 		}
-		d.ended = append(d.ended, outcome{model: fc.m, fatal: fc.oc.fatal, data: fc.oc.data, zdata: fc.oc.zdata, exts: fc.oc.exts})
+		d.ended = append(d.ended, outcome{model: fc.m, fatal: fc.oc.fatal, data: fc.oc.data, zdata: fc.oc.zdata, exts: fc.oc.exts, pres: fc.oc.presFrames})
 		d.conns[i] = nil
 	}
 }
@@ -333,5 +350,7 @@ func (d *driver) action(s *src) {
 		d.frames += n - 1
 	case opPublishExt:
 		d.write(s.publishExt())
+	case opPresence:
+		d.write(s.presence())
 	}
 }

@@ -134,7 +134,7 @@ func (m *model) judge(h wire.Header, body []byte) {
 			return
 		}
 		m.hello = true
-		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh)
+		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh | wire.FeaturePresence)
 		return
 	}
 	var err error
@@ -205,6 +205,22 @@ func (m *model) judge(h wire.Header, body []byte) {
 				delete(m.subs, sub)
 			} else {
 				e.codes = []wire.Code{wire.CodeUnknownSubscription}
+			}
+			m.expect = append(m.expect, e)
+		}
+	case wire.TypePresence:
+		// Section 2.18: without FeaturePresence the type may not be sent
+		// (UNKNOWN_TYPE); with it, a query of a valid channel gets a
+		// PRESENCE_STATE (the harness's server has no permissions).
+		if m.features&wire.FeaturePresence == 0 {
+			m.fatal("PRESENCE without FeaturePresence", wire.CodeUnknownType)
+			return
+		}
+		var ch []byte
+		if ch, err = wire.DecodePresence(body); err == nil {
+			e := expectation{id: h.ID, what: fmt.Sprintf("PRESENCE of %q", ch), ok: wire.TypePresenceState}
+			if wire.ValidChannel(ch) != nil {
+				e.ok, e.codes = 0, []wire.Code{wire.CodeInvalidChannel}
 			}
 			m.expect = append(m.expect, e)
 		}

@@ -86,10 +86,22 @@ func payloadLen(size byte) int {
 	return int(size)
 }
 
-// subscribe: id, subID, start kind, arg (< 200), no epoch, channel.
+// subscribe: id, subID, start kind, arg (< 200), no epoch, channel, no
+// presence flags.
 func (s script) subscribe(id uint32, subID byte, start wire.StartKind, arg byte, ch string) script {
+	return s.subscribeF(id, subID, start, arg, ch, 0)
+}
+
+// subscribeF is subscribe with presence flags f.
+func (s script) subscribeF(id uint32, subID byte, start wire.StartKind, arg byte, ch string, f wire.Flags) script {
 	s = s.op(opSubscribe).u32(id)
 	s = append(s, subID, byte(start), arg, 0)
+	return append(s.channel(ch), byte(f))
+}
+
+// presence: id, flags, channel.
+func (s script) presence(id uint32, f wire.Flags, ch string) script {
+	s = append(s.op(opPresence).u32(id), byte(f))
 	return s.channel(ch)
 }
 
@@ -162,6 +174,7 @@ func seeds(tb testing.TB) []seed {
 	trace := []hdr{{"traceparent", "00-0af7651916cd43dd-b7ad6b71-01"}, {"ct", "json"}}
 	withHeaders := script(nil).helloF(1, wire.FeatureHeaders)
 	withS2 := script(nil).helloF(1, wire.FeatureHeaders|wire.FeatureS2)
+	withPresence := script(nil).helloF(1, wire.FeaturePresence)
 	// A compressed PUBLISH to "x" whose S2 block declares 1 GiB.
 	bomb := append([]byte{1, 'x'}, binary.AppendUvarint(nil, 1<<30)...)
 	bomb = append(bomb, 0, 0, 0, 0)
@@ -186,6 +199,19 @@ func seeds(tb testing.TB) []seed {
 		{"malformed-ext-neither", withHeaders.publishExt(2, wire.FlagAck, "fz.a", 255, nil, false, 3), wire.CodeProtocolError},
 		{"malformed-compressed-without-s2", withHeaders.publishExt(2, wire.FlagAck, "fz.a", 0, trace, true, 3), wire.CodeProtocolError},
 		{"malformed-s2-bomb", withS2.anyType(wire.TypePublish, wire.FlagCompressed|wire.FlagAck, 2, bomb), wire.CodeProtocolError},
+
+		// Presence (PROTOCOL.md 2.18): a watcher that is a member too,
+		// queries, a second connection joining (ended, which waits for its
+		// answers: the join is then queued for the watcher) and leaving; a
+		// query of an invalid channel is refused; without the feature the
+		// frame is UNKNOWN_TYPE, and a malformed PRESENCE a PROTOCOL_ERROR.
+		{"presence-session", withPresence.subscribeF(2, 1, wire.StartLive, 0, "fz.a", wire.SubscribePresenceFlags).
+			presence(3, 0, "fz.a").presence(4, wire.FlagCountsOnly, "fz.b").op(opSwitch, 1).helloF(1, wire.FeaturePresence).
+			subscribeF(2, 1, wire.StartLive, 0, "fz.a", wire.FlagPresence).op(opReopen).op(opSwitch, 0).
+			presence(5, 0, "fz.a").ping(6), 0},
+		{"refuse-presence-invalid-channel", withPresence.presence(2, 0, "a b").ping(3), 0},
+		{"malformed-presence-without-feature", hello.presence(2, 0, "fz.a"), wire.CodeUnknownType},
+		{"malformed-presence-body", withPresence.anyType(wire.TypePresence, 0, 3, []byte{0}), wire.CodeProtocolError},
 
 		// Valid traffic, and the golden vectors of every client frame.
 		{"valid-session", session, 0},
@@ -234,7 +260,7 @@ func seeds(tb testing.TB) []seed {
 
 		// Truncation and EOF: the server must neither hang nor answer.
 		// A SUBSCRIBE cut after 20 of its 36 bytes, then EOF.
-		{"truncated-then-eof", append(hello.op(opTruncated, 2).u32(9), 1, 0, 0, 0, 0).u16(20).op(opHalfClose), 0},
+		{"truncated-then-eof", append(hello.op(opTruncated, 2).u32(9), 1, 0, 0, 0, 0, 0).u16(20).op(opHalfClose), 0},
 		// A PUBLISH cut after 30 of its 55 bytes; the harness completes it
 		// with zeros before it checks that the connection is alive.
 		{"truncated-then-reopen", append(hello.op(opTruncated, 1).u32(9), 0, 0, 40, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h').
@@ -373,6 +399,8 @@ func TestSeedOutcomes(t *testing.T) {
 				t.Fatalf("%d compressed DATA, %d extended records: want both", o.zdata, o.exts)
 			case s.name == "ext-stripped-for-plain" && (last.data == 0 || last.exts != 0):
 				t.Fatalf("the plain subscriber got %d DATA with %d extended records", last.data, last.exts)
+			case s.name == "presence-session" && last.pres < 2:
+				t.Fatalf("the watcher got %d presence frames, want its first occupancy and a join", last.pres)
 			}
 			if err := probe(addr); err != nil {
 				t.Fatal(err)

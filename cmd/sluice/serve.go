@@ -125,6 +125,7 @@ func bindServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.Var(logLevel{&cfg.level}, "log-level", "`LEVEL`: debug, info, warn or error")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", cfg.shutdownTimeout, "how long a graceful shutdown may take, `DUR`")
 	fs.DurationVar(&cfg.drainTimeout, "drain-timeout", cfg.drainTimeout, "how long a cluster node's drain may take before it shuts down, `DUR`")
+	bindPresenceFlags(fs, &o.Presence)
 	bindClusterFlags(fs, &cfg.cluster)
 }
 

@@ -1,0 +1,56 @@
+package cluster
+
+import "github.com/sluice-rtm/sluice/wire"
+
+// Service is a node-to-node service beside the cluster's roles (presence,
+// package presence): it answers the node operations numbered from
+// wire.OpServiceFirst and learns who the live members are. It depends on
+// nothing of the cluster but its links and its membership view, so the
+// roles' coordination can change under it.
+type Service interface {
+	// Serve answers one NODE_REQUEST of op (wire.OpServiceFirst or
+	// above) from node peer, with the op body body (valid only during
+	// the call): a status (wire.NodeOK and the result, wire.NodeBadOp
+	// for a body that breaks the op's layout, wire.NodeFailed and a
+	// text). It is called on the cluster's pool, never on a loop, and
+	// must not wait for the network.
+	Serve(peer string, op wire.NodeOp, body []byte) (status uint8, result []byte, text string)
+	// Members is told the names of the live members, this node included,
+	// whenever the cluster refreshes its view: at every membership change
+	// (a join, a graceful leave, a death declared by the failure
+	// detector) and at every load report. It is called on one goroutine
+	// at a time and must not block.
+	Members(alive []string)
+}
+
+// Call sends a NODE_REQUEST of op with body to node over this node's
+// link to it (dialing when needed) and returns the result of an OK
+// answer. It waits at most the link's request timeout (three RPC
+// timeouts); a refusal is an error with the node's text. Any goroutine
+// but the event loops.
+func (c *Cluster) Call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
+	return c.call(node, op, body)
+}
+
+// serveService passes a request of a service's op to Config.Service.
+func (c *Cluster) serveService(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
+	if c.cfg.Service == nil {
+		return wire.NodeBadOp, nil, "no service answers this operation on this node"
+	}
+	return c.cfg.Service.Serve(peer, op, body)
+}
+
+// tellService gives Config.Service the live members (refresh).
+func (c *Cluster) tellService(seen map[string]member) {
+	if c.cfg.Service == nil {
+		return
+	}
+	alive := make([]string, 0, len(seen)+1)
+	alive = append(alive, c.self)
+	for name := range seen {
+		if name != c.self {
+			alive = append(alive, name)
+		}
+	}
+	c.cfg.Service.Members(alive)
+}
