@@ -163,12 +163,14 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 
 // features returns the feature bits the client offers in HELLO: message
 // headers and ids, credentials that expire (AUTHED and REFRESH,
-// refresh.go), and S2 when WithCompression turned it on. A server that does not
+// refresh.go), presence, and S2 when WithCompression turned it on. A server that does not
 // echo FeatureHeaders is talked to as before, and publishing headers to it
 // fails with ErrHeadersUnsupported; one that does not echo FeatureS2 gets
-// and sends nothing compressed.
+// and sends nothing compressed; one that does not echo FeaturePresence
+// ignores the presence SubOptions and refuses queries
+// (ErrPresenceUnsupported).
 func (c *Conn) features() wire.Features {
-	f := wire.FeatureHeaders | wire.FeatureRefresh
+	f := wire.FeatureHeaders | wire.FeatureRefresh | wire.FeaturePresence
 	if c.opts.compressMin > 0 {
 		f |= wire.FeatureS2
 	}

@@ -52,6 +52,9 @@ var (
 	// ErrHeadersUnsupported: a message with headers or an id was published
 	// to a server that did not accept wire.FeatureHeaders; nothing was sent.
 	ErrHeadersUnsupported = errors.New("client: server does not accept message headers")
+	// ErrPresenceUnsupported: a presence query to a server that did not
+	// accept wire.FeaturePresence; nothing was sent.
+	ErrPresenceUnsupported = errors.New("client: server does not offer presence")
 )
 
 // ServerError is an ERROR (or GOAWAY) frame received from the server,

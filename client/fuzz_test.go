@@ -21,6 +21,8 @@ func fuzzSeeds() [][]byte {
 	w.MaxBody = fuzzMaxBody
 	w.Nodes = []string{"127.0.0.1:7401"}
 	welcome := wire.AppendWelcome(nil, 1, w)
+	w.Features = wire.FeaturePresence
+	pwelcome := wire.AppendWelcome(nil, 1, w) // presence frames for a subscription that did not ask for them are dropped
 	cat := func(frames ...[]byte) []byte {
 		var b []byte
 		for _, f := range frames {
@@ -45,6 +47,13 @@ func fuzzSeeds() [][]byte {
 		cat(welcome,
 			wire.AppendError(nil, 3, wire.Error{Code: wire.CodeInvalidStart, Text: "no"}),
 			wire.AppendError(nil, 0, wire.Error{Code: wire.CodeSlowConsumer})),
+		cat(pwelcome,
+			wire.AppendPubAck(nil, []wire.Ack{{ID: 2, Position: 1}}),
+			wire.AppendSubscribed(nil, 3, wire.Subscribed{SubID: 1, First: 1, Earliest: 1, Next: 2, Epoch: 7}),
+			wire.AppendOccupancy(nil, 1, wire.FlagEventsPaused, wire.Occupancy{Subscribers: 1}),
+			wire.AppendPresenceEvent(nil, 1, []wire.PresenceChange{{Kind: wire.PresenceJoin, Member: wire.Member{Node: []byte("n")}}}),
+			wire.AppendPresenceState(nil, 9, wire.FlagMore, wire.Occupancy{}, nil),
+			wire.AppendData(nil, 1, 1, []byte("a"))),
 		cat(welcome, wire.AppendHeader(nil, wire.TypeData, 0, 1, fuzzMaxBody+1)),
 		cat(welcome, []byte{0, 0, 0, 2, byte(wire.TypePubAck), 0, 0, 0, 0, 0, 0, 0}),
 		wire.AppendError(nil, 1, wire.Error{Code: wire.CodeUnauthenticated, Text: "token"}),

@@ -264,6 +264,7 @@ type subOptions struct {
 	start  wire.StartKind
 	arg    uint64
 	buffer int
+	pflags wire.Flags // WithPresence, WithPresenceEvents, WithOccupancy
 }
 
 // FromLive starts at the live edge: only messages published after the

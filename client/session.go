@@ -89,6 +89,7 @@ type reqEntry struct {
 	sub   *Subscription
 	want  uint64
 	reply chan error
+	pres  *presQuery // PRESENCE (presence.go)
 }
 
 type completion struct {
@@ -429,6 +430,17 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 		return nil
 	case wire.TypeSubscribed:
 		return s.onSubscribed(h, body)
+	case wire.TypePresenceState, wire.TypePresenceEvent, wire.TypeOccupancy:
+		if s.welcome.Features&wire.FeaturePresence == 0 {
+			return protocolErr("%v, but presence was not negotiated", h.Type)
+		}
+		switch h.Type {
+		case wire.TypePresenceState:
+			return s.onPresenceState(h, body)
+		case wire.TypePresenceEvent:
+			return s.onPresenceEvent(h, body)
+		}
+		return s.onOccupancy(h, body)
 	case wire.TypeUnsubscribed:
 		subID, err := wire.DecodeUnsubscribed(body)
 		if err != nil {
@@ -602,6 +614,8 @@ func (s *session) onError(id uint32, e wire.Error) error {
 		}
 	case isReq && re.sub != nil:
 		re.sub.onSubscribeError(s, e)
+	case isReq && re.pres != nil:
+		re.pres.failed(serverErr("presence", e))
 	case e.Code.Fatal():
 		return serverErr("connection", e)
 	default:

@@ -26,9 +26,21 @@ const (
 	// is the new first position; if it is below the positions delivered
 	// before, the new epoch numbers afresh and delivery restarts there.
 	KindEpochChanged
+	// KindJoin: Member entered the channel's presence
+	// (WithPresenceEvents). Presence events carry no position.
+	KindJoin
+	// KindLeave: Member left the channel's presence (unsubscribed,
+	// disconnected, or its node died).
+	KindLeave
+	// KindOccupancy: the channel's counts (Occupancy), right after the
+	// subscription is made and when they change (WithOccupancy); for a
+	// WithPresenceEvents subscription also when EventsPaused changes and
+	// while it is set.
+	KindOccupancy
 )
 
-// String returns "message", "gap" or "epoch".
+// String returns "message", "gap", "epoch", "join", "leave" or
+// "occupancy".
 func (k EventKind) String() string {
 	switch k {
 	case KindMessage:
@@ -37,6 +49,12 @@ func (k EventKind) String() string {
 		return "gap"
 	case KindEpochChanged:
 		return "epoch"
+	case KindJoin:
+		return "join"
+	case KindLeave:
+		return "leave"
+	case KindOccupancy:
+		return "occupancy"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -66,6 +84,13 @@ type Event struct {
 	MsgID []byte
 	Gap   GapInfo // KindGap
 	Epoch uint64  // KindEpochChanged: the new epoch
+	// Member is who joined or left (KindJoin, KindLeave).
+	Member Member
+	// Occupancy is the channel's counts (KindOccupancy); EventsPaused says
+	// that the channel has more members than the server sends joins and
+	// leaves for: none come until an occupancy without it.
+	Occupancy    Occupancy
+	EventsPaused bool
 }
 
 // SubInfo holds the values of the latest SUBSCRIBED answer.
@@ -117,6 +142,8 @@ type Subscription struct {
 	chanB []byte // channel as bytes, for SUBSCRIBE frames
 	start wire.StartKind
 	arg   uint64
+	// pflags are the presence flags of its SUBSCRIBEs (presence.go).
+	pflags wire.Flags
 
 	stop  chan struct{} // closed by terminate
 	ready chan struct{} // closed by the first SUBSCRIBED or by terminate
@@ -129,6 +156,7 @@ type Subscription struct {
 	err        error // why the subscription ended
 	readyDone  bool
 	retry      *time.Timer
+	ms         memberSet // WithPresenceEvents (presence.go)
 }
 
 // Subscribe subscribes to channel and waits for the server's SUBSCRIBED,
@@ -181,7 +209,7 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 		}
 	}
 	sub := &Subscription{
-		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg, fn: fn,
+		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg, fn: fn, pflags: so.pflags,
 		stop:  make(chan struct{}),
 		ready: make(chan struct{}),
 	}
@@ -244,7 +272,7 @@ func (c *Conn) sendSubscribe(s *session, sub *Subscription) {
 		want = arg
 	}
 	id := c.nextReq()
-	frame := wire.AppendSubscribe(nil, id, wire.Subscribe{
+	frame := wire.AppendSubscribeFlags(nil, id, sub.pflags, wire.Subscribe{
 		SubID: sub.id, Start: kind, Arg: arg, Epoch: epoch, Channel: sub.chanB,
 	})
 	s.control(id, reqEntry{sub: sub, want: want}, frame)
@@ -384,6 +412,9 @@ func (sub *Subscription) terminate(err error) {
 // later First becomes a Gap event (reason lost after an epoch change,
 // expired otherwise), so nothing is skipped silently.
 func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscribed) {
+	if sub.pflags&wire.FlagPresenceEvents != 0 && s.welcome.Features&wire.FeaturePresence != 0 {
+		sub.startSync(s) // the member set starts over from the server's answer
+	}
 	sub.mu.Lock()
 	sub.info = SubInfo{First: info.First, Earliest: info.Earliest, Next: info.Next, Epoch: info.Epoch}
 	prevEpoch := sub.epoch

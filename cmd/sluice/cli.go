@@ -48,6 +48,7 @@ func init() {
 		{"serve", "run a Sluice server", runServe},
 		{"pub", "publish messages to a channel and print their positions", runPub},
 		{"sub", "subscribe to a channel and print its messages", runSub},
+		{"presence", "print who is in a channel and its occupancy; --watch follows joins and leaves", runPresence},
 		{"bench", "run load benchmarks against a Sluice server", runBench},
 		{"cluster", "inspect a cluster: 'sluice cluster status' lists its members, 'sluice cluster drain' drains one", runCluster},
 		{"token", "make an authentication token and its hash for the config file", runToken},
