@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/internal/jwtauth"
 	"github.com/sluice-rtm/sluice/presence"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -465,5 +466,59 @@ func TestAppendPresenceAnswer(t *testing.T) {
 	out, _ = appendPresenceAnswer(nil, nil, 8, o, nil, false, maxBody)
 	if h, body, n, err := wire.Split(out, maxBody); err != nil || n != len(out) || h.Flags != 0 || len(body) != wire.PresenceStateFixedLen {
 		t.Fatalf("empty answer: %v %d %v", h, n, err)
+	}
+}
+
+// presLogin dials addr and completes a handshake with token, asking for
+// FeaturePresence.
+func presLogin(t *testing.T, addr, token string) *rawConn {
+	t.Helper()
+	c := dialRaw(t, addr)
+	c.write(wire.AppendHello(nil, 1, wire.Hello{MinVersion: 1, MaxVersion: 1, Features: wire.FeaturePresence, Token: []byte(token)}))
+	if h, body := c.next(); h.Type != wire.TypeWelcome {
+		t.Fatalf("want WELCOME, got %s", describe(h, body))
+	}
+	return c
+}
+
+// TestPresence_ClientIDAndInfoFromTokens: a member is listed with the
+// client id of its token (a static token's name, a JWT's sub) and the
+// info claim of its JWT; reading presence needs the presence capability
+// (a JWT whose caps give none is refused, though it may enter).
+func TestPresence_ClientIDAndInfoFromTokens(t *testing.T) {
+	clock := newTestClock()
+	s := startTest(t, func(o *Options) { o.Auth = jwtAuth(); o.now = clock.Now })
+	alice := presLogin(t, s.Addr(), tokAlice)
+	alice.psubscribe(1, "chat.room", wire.FlagPresence|wire.FlagPresenceEvents)
+	carol := presLogin(t, s.Addr(), mintHS(t, clock, jwtauth.MintClaims{Subject: "carol", Info: []byte(`{"name":"Carol"}`),
+		Caps: &jwtauth.Caps{Subscribe: []string{"chat.*"}, Presence: []string{}}}))
+	carol.psubscribe(1, "chat.room", wire.FlagPresence)
+	h, body := alice.presFrame()
+	cs, err := wire.DecodePresenceEvent(body, nil)
+	if h.Type != wire.TypePresenceEvent || err != nil || len(cs) != 1 || string(cs[0].Member.ClientID) != "carol" ||
+		string(cs[0].Member.Info) != `{"name":"Carol"}` || cs[0].Kind != wire.PresenceJoin {
+		t.Fatalf("alice got %s %+v %v", describe(h, body), cs, err)
+	}
+	id := alice.nextID()
+	alice.write(wire.AppendPresence(nil, id, 0, "chat.room"))
+	h, body = alice.presFrame()
+	_, ms, err := wire.DecodePresenceState(body, nil)
+	if h.Type != wire.TypePresenceState || err != nil || len(ms) != 2 {
+		t.Fatalf("query: %s %v", describe(h, body), err)
+	}
+	got := map[string]string{}
+	for _, m := range ms {
+		got[string(m.ClientID)] = string(m.Info)
+	}
+	if len(got) != 2 || got["alice"] != "" || got["carol"] != `{"name":"Carol"}` {
+		t.Fatalf("members %v", got)
+	}
+	carol.write(wire.AppendPresence(nil, carol.nextID(), 0, "chat.room"))
+	if e := carol.expectError(); e.Code != wire.CodeForbidden {
+		t.Fatalf("carol's query: %+v", e)
+	}
+	carol.write(wire.AppendSubscribeFlags(nil, carol.nextID(), wire.FlagPresenceEvents, wire.Subscribe{SubID: 2, Channel: []byte("chat.room")}))
+	if e := carol.expectError(); e.Code != wire.CodeForbidden {
+		t.Fatalf("carol's events subscription: %+v", e)
 	}
 }
