@@ -3,6 +3,7 @@
 // WebSocket gateway with the TypeScript SDK (sluice.js, built from js/).
 // Plain ES modules: the server serves these files as they are.
 import { connect, ServerError, InvalidChannelError } from "./sluice.js";
+import { initPresence } from "./presence.js";
 
 const POLL_MS = 2000;
 const MAX_ROWS = 500;
@@ -92,6 +93,7 @@ function start() {
     return;
   }
   openClient(0);
+  if (!app.presenceUI) app.presenceUI = initPresence(app, () => app.client ?? clientReady);
   const ch = new URLSearchParams(location.search).get("channel");
   if (ch) {
     $("tail-channel").value = ch;

@@ -38,8 +38,10 @@ __export(codec_exports, {
   MalformedFrameError: () => MalformedFrameError,
   NO_HEADERS: () => NO_HEADERS,
   RECORD_EXT: () => RECORD_EXT,
+  Reader: () => Reader,
   StartKind: () => StartKind,
   VERSION_1: () => VERSION_1,
+  Writer: () => Writer,
   checkExt: () => checkExt,
   codeFatal: () => codeFatal,
   codeName: () => codeName,
@@ -74,6 +76,7 @@ __export(codec_exports, {
   encodeUnsubscribe: () => encodeUnsubscribe,
   encodeUnsubscribed: () => encodeUnsubscribed,
   encodeWelcome: () => encodeWelcome,
+  frame: () => frame,
   gapReasonName: () => gapReasonName,
   hasExt: () => hasExt,
   typeName: () => typeName,
@@ -870,6 +873,217 @@ var ServerError = class extends SluiceError {
 function errText(e) {
   return e instanceof Error ? e.message : String(e);
 }
+var PresenceUnsupportedError = class extends SluiceError {
+};
+
+// src/presence.ts
+var presence_exports = {};
+__export(presence_exports, {
+  FEATURE_PRESENCE: () => FEATURE_PRESENCE,
+  FLAG_COUNTS_ONLY: () => FLAG_COUNTS_ONLY,
+  FLAG_EVENTS_PAUSED: () => FLAG_EVENTS_PAUSED,
+  FLAG_MORE: () => FLAG_MORE,
+  FLAG_OCCUPANCY: () => FLAG_OCCUPANCY,
+  FLAG_PARTIAL: () => FLAG_PARTIAL,
+  FLAG_PRESENCE: () => FLAG_PRESENCE,
+  FLAG_PRESENCE_EVENTS: () => FLAG_PRESENCE_EVENTS,
+  MAX_CLIENT_ID_LEN: () => MAX_CLIENT_ID_LEN,
+  MAX_CLIENT_INFO_LEN: () => MAX_CLIENT_INFO_LEN,
+  MemberSet: () => MemberSet,
+  PresenceType: () => PresenceType,
+  decodeOccupancy: () => decodeOccupancy,
+  decodePresence: () => decodePresence,
+  decodePresenceEvent: () => decodePresenceEvent,
+  decodePresenceState: () => decodePresenceState,
+  encodeOccupancy: () => encodeOccupancy,
+  encodePresence: () => encodePresence,
+  encodePresenceEvent: () => encodePresenceEvent,
+  encodePresenceState: () => encodePresenceState,
+  sortMembers: () => sortMembers,
+  subscribeFlags: () => subscribeFlags,
+  withFlags: () => withFlags
+});
+var PresenceType = {
+  PRESENCE: 18,
+  PRESENCE_STATE: 19,
+  PRESENCE_EVENT: 20,
+  OCCUPANCY: 21
+};
+var FEATURE_PRESENCE = 1 << 4;
+var FLAG_PRESENCE = 16;
+var FLAG_PRESENCE_EVENTS = 32;
+var FLAG_OCCUPANCY = 64;
+var FLAG_COUNTS_ONLY = 1;
+var FLAG_MORE = 1;
+var FLAG_PARTIAL = 2;
+var FLAG_EVENTS_PAUSED = 1;
+var MAX_CLIENT_ID_LEN = 255;
+var MAX_CLIENT_INFO_LEN = 4096;
+var MEMBER_MIN_LEN = 13;
+var dec2 = new TextDecoder("utf-8", { fatal: false });
+function encodePresence(id, channel, countsOnly = false) {
+  const ch = validChannel(channel);
+  const w = frame(PresenceType.PRESENCE, countsOnly ? FLAG_COUNTS_ONLY : 0, id, 1 + ch.length);
+  w.u8(ch.length);
+  w.bytes(ch);
+  return w.buf;
+}
+function decodePresence(body) {
+  const d = new Reader(body, "PRESENCE");
+  const n = d.u8("channelLen");
+  if (d.err === null && n === 0) d.fail("empty channel");
+  const ch = d.bytes(n, "channel");
+  d.exact();
+  d.check();
+  return dec2.decode(ch);
+}
+function memberLen(m) {
+  return 1 + utf8(m.clientId).length + 1 + utf8(m.node).length + 8 + 2 + m.info.length;
+}
+function writeMember(w, m) {
+  const id = utf8(m.clientId);
+  const node = utf8(m.node);
+  if (id.length > MAX_CLIENT_ID_LEN || node.length === 0 || node.length > MAX_CHANNEL_LEN || m.info.length > MAX_CLIENT_INFO_LEN) {
+    throw new RangeError("presence member fields out of range");
+  }
+  w.u8(id.length);
+  w.bytes(id);
+  w.u8(node.length);
+  w.bytes(node);
+  w.u64(m.conn);
+  w.u16(m.info.length);
+  w.bytes(m.info);
+}
+function readMember(d) {
+  const clientId = dec2.decode(d.bytes(d.u8("clientIDLen"), "clientID"));
+  const nl = d.u8("nodeLen");
+  if (d.err === null && nl === 0) d.fail(`empty node name at offset ${d.off - 1}`);
+  const node = dec2.decode(d.bytes(nl, "node"));
+  const conn = d.u64("conn");
+  const il = d.u16("infoLen");
+  if (d.err === null && il > MAX_CLIENT_INFO_LEN) d.fail(`client info length ${il} exceeds ${MAX_CLIENT_INFO_LEN}`);
+  const info = d.bytes(il, "info").slice();
+  return { clientId, node, conn, info };
+}
+function readOcc(d) {
+  return { subscribers: d.u32("subscribers"), publishers: d.u32("publishers"), members: d.u32("members") };
+}
+function encodePresenceState(id, flags, o, members) {
+  const w = frame(PresenceType.PRESENCE_STATE, flags, id, 14 + members.reduce((n, m) => n + memberLen(m), 0));
+  w.u32(o.subscribers);
+  w.u32(o.publishers);
+  w.u32(o.members);
+  w.u16(members.length);
+  for (const m of members) writeMember(w, m);
+  return w.buf;
+}
+function decodePresenceState(body) {
+  const d = new Reader(body, "PRESENCE_STATE");
+  const occupancy = readOcc(d);
+  const count = d.u16("count");
+  if (d.err === null && count > Math.floor((body.length - d.off) / MEMBER_MIN_LEN)) {
+    d.fail(`${count} members cannot fit in ${body.length - d.off} bytes`);
+  }
+  d.check();
+  const members = [];
+  for (let i = 0; i < count && d.err === null; i++) members.push(readMember(d));
+  d.exact();
+  d.check();
+  return { occupancy, members };
+}
+function encodePresenceEvent(subID, changes) {
+  const w = frame(PresenceType.PRESENCE_EVENT, 0, subID, 2 + changes.reduce((n, c) => n + 1 + memberLen(c.member), 0));
+  w.u16(changes.length);
+  for (const c of changes) {
+    w.u8(c.kind === "join" ? 1 : 2);
+    writeMember(w, c.member);
+  }
+  return w.buf;
+}
+function decodePresenceEvent(body) {
+  const d = new Reader(body, "PRESENCE_EVENT");
+  const count = d.u16("count");
+  if (d.err === null && count === 0) d.fail("change count 0");
+  if (d.err === null && count > Math.floor((body.length - d.off) / (1 + MEMBER_MIN_LEN))) {
+    d.fail(`${count} changes cannot fit in ${body.length - d.off} bytes`);
+  }
+  d.check();
+  const out = [];
+  for (let i = 0; i < count && d.err === null; i++) {
+    const k = d.u8("kind");
+    if (d.err === null && k !== 1 && k !== 2) d.fail(`change ${i}: kind ${k} undefined`);
+    out.push({ kind: k === 1 ? "join" : "leave", member: readMember(d) });
+  }
+  d.exact();
+  d.check();
+  return out;
+}
+function encodeOccupancy(subID, paused, o) {
+  const w = frame(PresenceType.OCCUPANCY, paused ? FLAG_EVENTS_PAUSED : 0, subID, 12);
+  w.u32(o.subscribers);
+  w.u32(o.publishers);
+  w.u32(o.members);
+  return w.buf;
+}
+function decodeOccupancy(body) {
+  const d = new Reader(body, "OCCUPANCY");
+  const o = readOcc(d);
+  d.exact();
+  d.check();
+  return o;
+}
+function withFlags(f, flags) {
+  if (f.length < HEADER_LEN) throw new MalformedFrameError("not a frame");
+  f[5] = flags;
+  return f;
+}
+function subscribeFlags(o) {
+  return (o.presence ? FLAG_PRESENCE : 0) | (o.presenceEvents ? FLAG_PRESENCE_EVENTS : 0) | (o.occupancy ? FLAG_OCCUPANCY : 0);
+}
+function sortMembers(ms) {
+  return ms.sort(
+    (a, b) => a.clientId !== b.clientId ? a.clientId < b.clientId ? -1 : 1 : a.node !== b.node ? a.node < b.node ? -1 : 1 : a.conn < b.conn ? -1 : a.conn > b.conn ? 1 : 0
+  );
+}
+var keyOf = (m) => `${m.clientId}\0${m.node}\0${m.conn}`;
+var MemberSet = class {
+  m = /* @__PURE__ */ new Map();
+  /** The query's request id while its answer is awaited; 0 otherwise. */
+  syncing = 0;
+  synced = false;
+  partial = false;
+  paused = false;
+  /** A query was sent with request id. */
+  started(id) {
+    this.syncing = id;
+    this.synced = false;
+  }
+  /** The query's answer. */
+  answered(members, partial) {
+    this.syncing = 0;
+    this.m.clear();
+    for (const x of members) this.m.set(keyOf(x), x);
+    this.synced = !this.paused;
+    this.partial = partial;
+  }
+  /** A join or leave delivered to the subscription. */
+  apply(c) {
+    if (!this.synced) return;
+    if (c.kind === "join") this.m.set(keyOf(c.member), c.member);
+    else this.m.delete(keyOf(c.member));
+  }
+  /** An occupancy's EVENTS_PAUSED; true when a resume asks for a new query. */
+  pause(paused) {
+    const was = this.paused;
+    this.paused = paused;
+    if (paused) this.synced = false;
+    return was && !paused && this.syncing === 0;
+  }
+  /** The set, sorted; complete unless not yet answered, paused or partial. */
+  snapshot() {
+    return { members: sortMembers([...this.m.values()]), complete: this.synced && !this.partial };
+  }
+};
 
 // src/ws.ts
 var SUBPROTOCOL = "sluice.v1";
@@ -925,7 +1139,7 @@ var HEALTHY_SESSION_MS = 1e3;
 var GOAWAY_GRACE_MS = 2e3;
 var NOACK_QUEUE_LIMIT = 1 << 20;
 var DRAIN_POLL_MS = 5;
-var OFFERED_FEATURES = FEATURE_HEADERS;
+var OFFERED_FEATURES = FEATURE_HEADERS | FEATURE_PRESENCE;
 var MAX_AUTH_REFUSALS = 2;
 var State = { OPEN: 0, DRAINING: 1, CLOSED: 2 };
 function toBytes(p) {
@@ -1040,6 +1254,8 @@ var Client = class {
   backoffTimer = null;
   backoffWake = null;
   idleWaiters = [];
+  /** Presence queries waiting for a session. */
+  installWaiters = [];
   closedPromise;
   resolveClosed;
   /** The parameters of the current connection's WELCOME; null while disconnected. */
@@ -1183,6 +1399,7 @@ var Client = class {
       if (!sub.paused) this.sendSubscribe(s, sub);
     }
     this.pump();
+    this.wakeInstallWaiters();
     return true;
   }
   /** @internal Called by a session that ended (at most once per session). */
@@ -1257,6 +1474,7 @@ var Client = class {
       sub.terminate(err);
     }
     for (const w of this.idleWaiters.splice(0)) w();
+    this.wakeInstallWaiters();
     this.emit({ state: "closed", error: err });
     this.resolveClosed();
   }
@@ -1433,7 +1651,7 @@ var Client = class {
     const buffer = opts.buffer ?? DEFAULT_SUB_BUFFER;
     if (!Number.isInteger(buffer) || buffer < 1) throw new InvalidOptionError(`sluice: buffer ${buffer} < 1`);
     this.usable();
-    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd);
+    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, subscribeFlags(opts));
     this.subs.add(sub);
     if (this.cur) this.sendSubscribe(this.cur, sub);
     const signal = opts.signal;
@@ -1475,14 +1693,78 @@ var Client = class {
     sub.wireID = wireID;
     sub.sess = s;
     const id = this.nextReq();
-    s.control(id, { kind: "sub", sub, want, wireID }, encodeSubscribe(id, {
+    s.control(id, { kind: "sub", sub, want, wireID }, withFlags(encodeSubscribe(id, {
       subID: wireID,
       start: kind,
       arg,
       epoch: sub.epoch,
       channel: sub.channel
-    }));
+    }), sub.pflags));
     s.subs.set(wireID, sub);
+  }
+  /**
+   * The channel's members and occupancy as the server sees them (in a
+   * cluster, every node's members). Rejects with ServerError (FORBIDDEN
+   * without the presence permission), with PresenceUnsupportedError from a
+   * server without presence, and with DisconnectedError when the
+   * connection is lost before the answer (the query is not resent).
+   */
+  presence(channel, opts = {}) {
+    return this.query(channel, false, opts.signal);
+  }
+  /** The channel's occupancy: presence() without the members. */
+  async occupancy(channel, opts = {}) {
+    return (await this.query(channel, true, opts.signal)).occupancy;
+  }
+  async query(channel, countsOnly, signal) {
+    validChannel(channel);
+    this.usable();
+    while (!this.cur) {
+      await this.ready(signal);
+      this.usable();
+    }
+    const s = this.cur;
+    if ((s.welcome.features & FEATURE_PRESENCE) === 0) {
+      throw new PresenceUnsupportedError(`sluice: server ${s.welcome.serverName} does not offer presence`);
+    }
+    return new Promise((resolve, reject) => {
+      const id = this.nextReq();
+      const onAbort = () => {
+        s.reqs.delete(id);
+        reject(abortReason(signal));
+      };
+      const reply = (st2, err) => {
+        signal?.removeEventListener("abort", onAbort);
+        if (err) reject(err);
+        else resolve(st2);
+      };
+      if (signal?.aborted) return reject(abortReason(signal));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const st = { occupancy: { subscribers: 0, publishers: 0, members: 0 }, members: [], partial: false };
+      s.control(id, { kind: "presence", st, reply }, encodePresence(id, channel, countsOnly));
+    });
+  }
+  /** Resolves when a session is installed or the client closes (usable() then throws). */
+  ready(signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortReason(signal));
+      const onAbort = () => {
+        this.installWaiters = this.installWaiters.filter((w) => w !== wake);
+        reject(abortReason(signal));
+      };
+      const wake = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      this.installWaiters.push(wake);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+  /** Wakes the queries waiting for a session (install, finish). */
+  wakeInstallWaiters() {
+    const ws = this.installWaiters;
+    this.installWaiters = [];
+    for (const w of ws) w();
   }
   /** @internal */
   current() {
@@ -1646,6 +1928,9 @@ var Session = class {
     }
     const pend = [...this.pending.values()];
     this.pending.clear();
+    for (const e of this.reqs.values()) {
+      if (e.kind === "presence") e.reply?.(null, new DisconnectedError(`presence: ${err.message}`, err));
+    }
     this.reqs.clear();
     this.subs.clear();
     for (const w of [...this.unsubWaiters]) w(null);
@@ -1701,6 +1986,14 @@ var Session = class {
         if (e?.kind === "unsub") e.reply?.(null);
         return;
       }
+      case PresenceType.PRESENCE_STATE:
+      case PresenceType.PRESENCE_EVENT:
+      case PresenceType.OCCUPANCY:
+        if ((this.welcome.features & FEATURE_PRESENCE) === 0) {
+          throw new ProtocolError(`a presence frame (0x${h.type.toString(16)}), but presence was not negotiated`);
+        }
+        this.onPresence(h, body);
+        return;
       case FrameType.PING:
         decodePing(body);
         this.send(encodePong(h.id));
@@ -1725,6 +2018,39 @@ var Session = class {
         throw new ProtocolError(`unexpected ${typeName(h.type)} frame from server`);
     }
   }
+  /** Handles a presence frame: a query's answer, or a subscription's events and counts. */
+  onPresence(h, body) {
+    if (h.type === PresenceType.PRESENCE_STATE) {
+      const { occupancy, members } = decodePresenceState(body);
+      const e = this.reqs.get(h.id);
+      if (!e) return;
+      if (e.kind !== "presence") throw new ProtocolError(`PRESENCE_STATE answers request ${h.id}, which was no PRESENCE`);
+      e.st.occupancy = occupancy;
+      e.st.partial = (h.flags & FLAG_PARTIAL) !== 0;
+      e.st.members.push(...members);
+      if ((h.flags & FLAG_MORE) !== 0) return;
+      this.reqs.delete(h.id);
+      sortMembers(e.st.members);
+      if (e.sync) e.sync.onSynced(h.id, e.st);
+      else e.reply?.(e.st, null);
+      return;
+    }
+    const sub = this.subs.get(h.id);
+    if (h.type === PresenceType.PRESENCE_EVENT) {
+      const changes = decodePresenceEvent(body);
+      sub?.onPresenceEvent(changes);
+      return;
+    }
+    const o = decodeOccupancy(body);
+    sub?.onOccupancy(this, o, (h.flags & FLAG_EVENTS_PAUSED) !== 0);
+  }
+  /** @internal Sends the query whose answer starts sub's member set over. */
+  syncMembers(sub) {
+    const id = this.c.nextReq();
+    sub.members_.started(id);
+    const st = { occupancy: { subscribers: 0, publishers: 0, members: 0 }, members: [], partial: false };
+    this.control(id, { kind: "presence", st, sync: sub }, encodePresence(id, sub.channel));
+  }
   /** Routes an ERROR to the request it answers; id 0 or a fatal code ends the session. */
   onError(id, e) {
     const fatal = codeFatal(e.code);
@@ -1739,6 +2065,9 @@ var Session = class {
       this.reqs.delete(id);
       if (re.kind === "unsub") {
         re.reply?.(e.code === CODE_UNKNOWN_SUBSCRIPTION ? null : new ServerError("unsubscribe", e.code, e.retriable, e.text));
+      } else if (re.kind === "presence") {
+        if (re.sync) re.sync.members_.syncing = 0;
+        re.reply?.(null, new ServerError("presence", e.code, e.retriable, e.text));
       } else if (this.subs.get(re.wireID) === re.sub) {
         this.subs.delete(re.wireID);
         re.sub.onSubscribeError(this, new ServerError("subscribe", e.code, e.retriable, e.text));
@@ -1751,7 +2080,7 @@ var Session = class {
 };
 var Subscription = class {
   /** @internal */
-  constructor(c, channel, startKind, startArg, buffer, onEvent, onEnd) {
+  constructor(c, channel, startKind, startArg, buffer, onEvent, onEnd, pflags = 0) {
     this.c = c;
     this.channel = channel;
     this.startKind = startKind;
@@ -1759,6 +2088,7 @@ var Subscription = class {
     this.buffer = buffer;
     this.onEvent = onEvent;
     this.onEnd = onEnd;
+    this.pflags = pflags;
     this.ready = new Promise((r) => this.resolveReady = r);
   }
   c;
@@ -1768,6 +2098,7 @@ var Subscription = class {
   buffer;
   onEvent;
   onEnd;
+  pflags;
   /** @internal */
   wireID = 0;
   /** @internal */
@@ -1790,6 +2121,19 @@ var Subscription = class {
   /** @internal */
   ready;
   resolveReady;
+  /** @internal The member set of a presenceEvents subscription. */
+  members_ = new MemberSet();
+  /**
+   * The channel's members as this subscription knows them (presenceEvents):
+   * the server's answer to a query made after each SUBSCRIBED, kept up to
+   * date with the joins and leaves since, sorted by client id, node and
+   * connection. complete is false until that answer came, while the
+   * channel's events are paused (client.presence() still answers), and when
+   * the answer was partial.
+   */
+  members() {
+    return this.members_.snapshot();
+  }
   /** The values of the latest SUBSCRIBED (updated on every resume). */
   get info() {
     return this._info;
@@ -1919,8 +2263,29 @@ var Subscription = class {
     if (s && !s.dead && s.subs.get(this.wireID) === this) void s.unsubscribe(this.wireID);
   }
   // The methods below run on a message of session s.
+  /** @internal A presence sync query's answer. */
+  onSynced(id, st) {
+    if (this.members_.syncing === id) this.members_.answered(st.members, st.partial);
+  }
+  /** @internal Joins and leaves: delivered, and applied to the member set. */
+  onPresenceEvent(changes) {
+    if ((this.pflags & FLAG_PRESENCE_EVENTS) === 0) return;
+    for (const c of changes) {
+      this.members_.apply(c);
+      if (!this.deliver({ kind: c.kind, channel: this.channel, member: c.member })) return;
+    }
+  }
+  /** @internal The channel's counts; a pause makes the member set stale, the resume syncs it. */
+  onOccupancy(s, o, paused) {
+    if ((this.pflags & (FLAG_PRESENCE_EVENTS | FLAG_OCCUPANCY)) === 0) return;
+    if ((this.pflags & FLAG_PRESENCE_EVENTS) !== 0 && this.members_.pause(paused)) s.syncMembers(this);
+    this.deliver({ kind: "occupancy", channel: this.channel, occupancy: o, eventsPaused: paused });
+  }
   /** @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed). */
-  onSubscribed(_s, want, info) {
+  onSubscribed(s, want, info) {
+    if ((this.pflags & FLAG_PRESENCE_EVENTS) !== 0 && (s.welcome.features & FEATURE_PRESENCE) !== 0) {
+      s.syncMembers(this);
+    }
     this._info = { first: info.first, earliest: info.earliest, next: info.next, epoch: info.epoch };
     const prevEpoch = this.epoch;
     this.subscribed = true;
@@ -2020,6 +2385,7 @@ export {
   InvalidOptionError,
   MalformedFrameError,
   PayloadTooLargeError,
+  PresenceUnsupportedError,
   ProtocolError,
   ServerError,
   SluiceError,
@@ -2027,5 +2393,6 @@ export {
   UnknownOutcomeError,
   UnsubscribedError,
   codec_exports as codec,
-  connect
+  connect,
+  presence_exports as presence
 };

@@ -10,12 +10,14 @@ import {
   DrainingError,
   InvalidOptionError,
   PayloadTooLargeError,
+  PresenceUnsupportedError,
   ProtocolError,
   ServerError,
   SluiceError,
   UnknownOutcomeError,
   UnsubscribedError,
 } from "./errors.js";
+import * as pres from "./presence.js";
 import { resolveWebSocket, SUBPROTOCOL, type WebSocketConstructor, type WebSocketLike } from "./ws.js";
 
 export const DEFAULT_NAME = "sluice-js";
@@ -39,7 +41,7 @@ const DRAIN_POLL_MS = 5;
  * The features offered in HELLO: message ids and headers. (Not S2: a
  * browser has no S2 codec, and payloads then always travel as they are.)
  */
-const OFFERED_FEATURES = codec.FEATURE_HEADERS;
+const OFFERED_FEATURES = codec.FEATURE_HEADERS | pres.FEATURE_PRESENCE;
 /** Handshakes in a row refused as UNAUTHENTICATED that end reconnecting. */
 const MAX_AUTH_REFUSALS = 2;
 
@@ -122,6 +124,17 @@ export interface SubscribeOptions {
   buffer?: number;
   /** Aborts waiting for the first SUBSCRIBED. */
   signal?: AbortSignal;
+  /**
+   * Enter the channel's presence while subscribed: others see this
+   * connection as a member, with the client id and info of its token
+   * (docs/presence.md). A channel at the server's member limit refuses
+   * the subscription (ServerError UNAVAILABLE).
+   */
+  presence?: boolean;
+  /** Deliver the channel's joins and leaves ("join", "leave" events) and keep its member set (sub.members()). */
+  presenceEvents?: boolean;
+  /** Deliver the channel's counts ("occupancy" events): at once, then when they change. */
+  occupancy?: boolean;
 }
 
 export interface PublishOptions {
@@ -177,7 +190,35 @@ export interface EpochEvent {
   position: bigint;
 }
 
-export type SubEvent = MessageEvent | GapEvent | EpochEvent;
+/** A member joined or left the channel's presence (presenceEvents). Carries no position. */
+export interface PresenceEvent {
+  kind: "join" | "leave";
+  channel: string;
+  member: pres.Member;
+}
+
+/**
+ * The channel's counts (occupancy; for presenceEvents also when eventsPaused
+ * changes): while eventsPaused the channel has more members than the server
+ * sends joins and leaves for.
+ */
+export interface OccupancyEvent {
+  kind: "occupancy";
+  channel: string;
+  occupancy: pres.Occupancy;
+  eventsPaused: boolean;
+}
+
+export type SubEvent = MessageEvent | GapEvent | EpochEvent | PresenceEvent | OccupancyEvent;
+
+/** The answer of client.presence(). */
+export interface PresenceState {
+  occupancy: pres.Occupancy;
+  /** Sorted by client id, node and connection; empty for occupancy(). */
+  members: pres.Member[];
+  /** The answering node holds fewer members than the channel has; the counts are exact. */
+  partial: boolean;
+}
 
 /** The values of the latest SUBSCRIBED. */
 export interface SubInfo {
@@ -210,7 +251,8 @@ interface Pending {
 
 type ReqEntry =
   | { kind: "sub"; sub: Subscription; want: bigint; wireID: number }
-  | { kind: "unsub"; reply?: (err: Error | null) => void };
+  | { kind: "unsub"; reply?: (err: Error | null) => void }
+  | { kind: "presence"; st: PresenceState; reply?: (st: PresenceState | null, err: Error | null) => void; sync?: Subscription };
 
 const State = { OPEN: 0, DRAINING: 1, CLOSED: 2 } as const;
 
@@ -374,6 +416,8 @@ export class Client {
   private backoffTimer: ReturnType<typeof setTimeout> | null = null;
   private backoffWake: (() => void) | null = null;
   private idleWaiters: Array<() => void> = [];
+  /** Presence queries waiting for a session. */
+  private installWaiters: Array<() => void> = [];
   private readonly closedPromise: Promise<void>;
   private resolveClosed!: () => void;
 
@@ -542,6 +586,7 @@ export class Client {
       if (!sub.paused) this.sendSubscribe(s, sub);
     }
     this.pump();
+    this.wakeInstallWaiters();
     return true;
   }
 
@@ -622,6 +667,7 @@ export class Client {
       sub.terminate(err);
     }
     for (const w of this.idleWaiters.splice(0)) w();
+    this.wakeInstallWaiters();
     this.emit({ state: "closed", error: err });
     this.resolveClosed();
   }
@@ -815,7 +861,7 @@ export class Client {
     const buffer = opts.buffer ?? DEFAULT_SUB_BUFFER;
     if (!Number.isInteger(buffer) || buffer < 1) throw new InvalidOptionError(`sluice: buffer ${buffer} < 1`);
     this.usable();
-    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd);
+    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, pres.subscribeFlags(opts));
     this.subs.add(sub);
     if (this.cur) this.sendSubscribe(this.cur, sub);
     // Otherwise install() sends it once connected.
@@ -859,14 +905,83 @@ export class Client {
     sub.wireID = wireID;
     sub.sess = s;
     const id = this.nextReq();
-    s.control(id, { kind: "sub", sub, want, wireID }, codec.encodeSubscribe(id, {
+    s.control(id, { kind: "sub", sub, want, wireID }, pres.withFlags(codec.encodeSubscribe(id, {
       subID: wireID,
       start: kind,
       arg,
       epoch: sub.epoch,
       channel: sub.channel,
-    }));
+    }), sub.pflags));
     s.subs.set(wireID, sub);
+  }
+
+  /**
+   * The channel's members and occupancy as the server sees them (in a
+   * cluster, every node's members). Rejects with ServerError (FORBIDDEN
+   * without the presence permission), with PresenceUnsupportedError from a
+   * server without presence, and with DisconnectedError when the
+   * connection is lost before the answer (the query is not resent).
+   */
+  presence(channel: string, opts: { signal?: AbortSignal } = {}): Promise<PresenceState> {
+    return this.query(channel, false, opts.signal);
+  }
+
+  /** The channel's occupancy: presence() without the members. */
+  async occupancy(channel: string, opts: { signal?: AbortSignal } = {}): Promise<pres.Occupancy> {
+    return (await this.query(channel, true, opts.signal)).occupancy;
+  }
+
+  private async query(channel: string, countsOnly: boolean, signal?: AbortSignal): Promise<PresenceState> {
+    codec.validChannel(channel);
+    this.usable();
+    while (!this.cur) {
+      await this.ready(signal);
+      this.usable();
+    }
+    const s = this.cur;
+    if ((s.welcome.features & pres.FEATURE_PRESENCE) === 0) {
+      throw new PresenceUnsupportedError(`sluice: server ${s.welcome.serverName} does not offer presence`);
+    }
+    return new Promise((resolve, reject) => {
+      const id = this.nextReq();
+      const onAbort = () => {
+        s.reqs.delete(id);
+        reject(abortReason(signal!));
+      };
+      const reply = (st: PresenceState | null, err: Error | null) => {
+        signal?.removeEventListener("abort", onAbort);
+        if (err) reject(err);
+        else resolve(st!);
+      };
+      if (signal?.aborted) return reject(abortReason(signal));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const st: PresenceState = { occupancy: { subscribers: 0, publishers: 0, members: 0 }, members: [], partial: false };
+      s.control(id, { kind: "presence", st, reply }, pres.encodePresence(id, channel, countsOnly));
+    });
+  }
+
+  /** Resolves when a session is installed or the client closes (usable() then throws). */
+  private ready(signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortReason(signal));
+      const onAbort = () => {
+        this.installWaiters = this.installWaiters.filter((w) => w !== wake);
+        reject(abortReason(signal!));
+      };
+      const wake = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      this.installWaiters.push(wake);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Wakes the queries waiting for a session (install, finish). */
+  private wakeInstallWaiters() {
+    const ws = this.installWaiters;
+    this.installWaiters = [];
+    for (const w of ws) w();
   }
 
   /** @internal */
@@ -1051,6 +1166,9 @@ export class Session {
     }
     const pend = [...this.pending.values()];
     this.pending.clear();
+    for (const e of this.reqs.values()) {
+      if (e.kind === "presence") e.reply?.(null, new DisconnectedError(`presence: ${err.message}`, err));
+    }
     this.reqs.clear();
     this.subs.clear();
     for (const w of [...this.unsubWaiters]) w(null);
@@ -1109,6 +1227,14 @@ export class Session {
         if (e?.kind === "unsub") e.reply?.(null);
         return;
       }
+      case pres.PresenceType.PRESENCE_STATE:
+      case pres.PresenceType.PRESENCE_EVENT:
+      case pres.PresenceType.OCCUPANCY:
+        if ((this.welcome.features & pres.FEATURE_PRESENCE) === 0) {
+          throw new ProtocolError(`a presence frame (0x${h.type.toString(16)}), but presence was not negotiated`);
+        }
+        this.onPresence(h, body);
+        return;
       case codec.FrameType.PING:
         codec.decodePing(body);
         this.send(codec.encodePong(h.id));
@@ -1134,6 +1260,41 @@ export class Session {
     }
   }
 
+  /** Handles a presence frame: a query's answer, or a subscription's events and counts. */
+  private onPresence(h: codec.Header, body: Uint8Array) {
+    if (h.type === pres.PresenceType.PRESENCE_STATE) {
+      const { occupancy, members } = pres.decodePresenceState(body);
+      const e = this.reqs.get(h.id);
+      if (!e) return; // a query abandoned by its caller
+      if (e.kind !== "presence") throw new ProtocolError(`PRESENCE_STATE answers request ${h.id}, which was no PRESENCE`);
+      e.st.occupancy = occupancy;
+      e.st.partial = (h.flags & pres.FLAG_PARTIAL) !== 0;
+      e.st.members.push(...members);
+      if ((h.flags & pres.FLAG_MORE) !== 0) return;
+      this.reqs.delete(h.id);
+      pres.sortMembers(e.st.members);
+      if (e.sync) e.sync.onSynced(h.id, e.st);
+      else e.reply?.(e.st, null);
+      return;
+    }
+    const sub = this.subs.get(h.id);
+    if (h.type === pres.PresenceType.PRESENCE_EVENT) {
+      const changes = pres.decodePresenceEvent(body);
+      sub?.onPresenceEvent(changes);
+      return;
+    }
+    const o = pres.decodeOccupancy(body);
+    sub?.onOccupancy(this, o, (h.flags & pres.FLAG_EVENTS_PAUSED) !== 0);
+  }
+
+  /** @internal Sends the query whose answer starts sub's member set over. */
+  syncMembers(sub: Subscription) {
+    const id = this.c.nextReq();
+    sub.members_.started(id);
+    const st: PresenceState = { occupancy: { subscribers: 0, publishers: 0, members: 0 }, members: [], partial: false };
+    this.control(id, { kind: "presence", st, sync: sub }, pres.encodePresence(id, sub.channel));
+  }
+
   /** Routes an ERROR to the request it answers; id 0 or a fatal code ends the session. */
   private onError(id: number, e: codec.ErrorFrame) {
     const fatal = codec.codeFatal(e.code);
@@ -1151,6 +1312,9 @@ export class Session {
       if (re.kind === "unsub") {
         // Already gone: the goal of UNSUBSCRIBE is met.
         re.reply?.(e.code === codec.CODE_UNKNOWN_SUBSCRIPTION ? null : new ServerError("unsubscribe", e.code, e.retriable, e.text));
+      } else if (re.kind === "presence") {
+        if (re.sync) re.sync.members_.syncing = 0;
+        re.reply?.(null, new ServerError("presence", e.code, e.retriable, e.text));
       } else if (this.subs.get(re.wireID) === re.sub) {
         this.subs.delete(re.wireID);
         re.sub.onSubscribeError(this, new ServerError("subscribe", e.code, e.retriable, e.text));
@@ -1184,6 +1348,8 @@ export class Subscription implements AsyncIterable<SubEvent> {
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   /** @internal */ readonly ready: Promise<void>;
   private resolveReady!: () => void;
+  /** @internal The member set of a presenceEvents subscription. */
+  readonly members_ = new pres.MemberSet();
 
   /** @internal */
   constructor(
@@ -1194,8 +1360,21 @@ export class Subscription implements AsyncIterable<SubEvent> {
     private readonly buffer: number,
     private readonly onEvent?: (ev: SubEvent) => void,
     private readonly onEnd?: (err: Error) => void,
+    /** @internal The presence flags of its SUBSCRIBEs. */ readonly pflags = 0,
   ) {
     this.ready = new Promise((r) => (this.resolveReady = r));
+  }
+
+  /**
+   * The channel's members as this subscription knows them (presenceEvents):
+   * the server's answer to a query made after each SUBSCRIBED, kept up to
+   * date with the joins and leaves since, sorted by client id, node and
+   * connection. complete is false until that answer came, while the
+   * channel's events are paused (client.presence() still answers), and when
+   * the answer was partial.
+   */
+  members(): { members: pres.Member[]; complete: boolean } {
+    return this.members_.snapshot();
   }
 
   /** The values of the latest SUBSCRIBED (updated on every resume). */
@@ -1343,8 +1522,32 @@ export class Subscription implements AsyncIterable<SubEvent> {
 
   // The methods below run on a message of session s.
 
+  /** @internal A presence sync query's answer. */
+  onSynced(id: number, st: PresenceState) {
+    if (this.members_.syncing === id) this.members_.answered(st.members, st.partial);
+  }
+
+  /** @internal Joins and leaves: delivered, and applied to the member set. */
+  onPresenceEvent(changes: pres.PresenceChange[]) {
+    if ((this.pflags & pres.FLAG_PRESENCE_EVENTS) === 0) return; // not asked for: dropped
+    for (const c of changes) {
+      this.members_.apply(c);
+      if (!this.deliver({ kind: c.kind, channel: this.channel, member: c.member })) return;
+    }
+  }
+
+  /** @internal The channel's counts; a pause makes the member set stale, the resume syncs it. */
+  onOccupancy(s: Session, o: pres.Occupancy, paused: boolean) {
+    if ((this.pflags & (pres.FLAG_PRESENCE_EVENTS | pres.FLAG_OCCUPANCY)) === 0) return;
+    if ((this.pflags & pres.FLAG_PRESENCE_EVENTS) !== 0 && this.members_.pause(paused)) s.syncMembers(this);
+    this.deliver({ kind: "occupancy", channel: this.channel, occupancy: o, eventsPaused: paused });
+  }
+
   /** @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed). */
-  onSubscribed(_s: Session, want: bigint, info: codec.Subscribed) {
+  onSubscribed(s: Session, want: bigint, info: codec.Subscribed) {
+    if ((this.pflags & pres.FLAG_PRESENCE_EVENTS) !== 0 && (s.welcome.features & pres.FEATURE_PRESENCE) !== 0) {
+      s.syncMembers(this); // the member set starts over from the server's answer
+    }
     this._info = { first: info.first, earliest: info.earliest, next: info.next, epoch: info.epoch };
     const prevEpoch = this.epoch;
     this.subscribed = true;

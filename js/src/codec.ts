@@ -269,7 +269,7 @@ export function utf8(s: string): Uint8Array {
 // Encoding
 
 /** A growable big-endian writer for one frame. */
-class Writer {
+export class Writer {
   buf: Uint8Array;
   view: DataView;
   off = 0;
@@ -299,7 +299,8 @@ class Writer {
   }
 }
 
-function frame(type: number, flags: number, id: number, bodyLen: number): Writer {
+/** A Writer holding a frame's header, with room for its body. */
+export function frame(type: number, flags: number, id: number, bodyLen: number): Writer {
   if (bodyLen < 0 || bodyLen > 0xffffffff) throw new RangeError(`${typeName(type)} body length ${bodyLen}`);
   const w = new Writer(HEADER_LEN + bodyLen);
   w.u32(bodyLen);
@@ -637,7 +638,7 @@ export function encodeGoAway(g: GoAway): Uint8Array {
  * A sticky-error reader over one body: after the first shortfall every read
  * returns 0 and `err` says which field at which offset ran out.
  */
-class Reader {
+export class Reader {
   off = 0;
   err: string | null = null;
   readonly view: DataView;

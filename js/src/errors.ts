@@ -86,3 +86,6 @@ export class ServerError extends SluiceError {
 function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
+
+/** A presence query to a server without presence (PROTOCOL.md 2.18); nothing was sent. */
+export class PresenceUnsupportedError extends SluiceError {}

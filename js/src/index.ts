@@ -23,7 +23,12 @@ export type {
   EpochEvent,
   SubEvent,
   SubInfo,
+  PresenceEvent,
+  OccupancyEvent,
+  PresenceState,
 } from "./client.js";
+export type { Member, Occupancy } from "./presence.js";
+export * as presence from "./presence.js";
 export * from "./errors.js";
 export { InvalidChannelError, InvalidHeadersError, MalformedFrameError } from "./codec.js";
 export type { HeaderField } from "./codec.js";

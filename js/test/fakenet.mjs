@@ -1,7 +1,7 @@
 // A scripted in-memory server for the session-logic tests: an injected
 // WebSocket constructor whose sockets talk to test code instead of a network.
 // No sockets, no timers of its own; tests await frames and answer them.
-import { codec } from "../dist/index.js";
+import { codec, presence } from "../dist/index.js";
 
 // Kept so that a test that wraps the global setTimeout does not see ours.
 const setT = globalThis.setTimeout;
@@ -40,6 +40,9 @@ function decode(bytes) {
       break;
     case codec.FrameType.UNSUBSCRIBE:
       v = codec.decodeUnsubscribe(f.body);
+      break;
+    case presence.PresenceType.PRESENCE:
+      v = presence.decodePresence(f.body);
       break;
   }
   return { ...h, v };
