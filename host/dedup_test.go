@@ -179,7 +179,7 @@ func fill(t *testing.T, s *Streamlet, now int64, ids ...string) role.StreamletRe
 			t.Fatal(err)
 		}
 	}
-	end, _ := s.seal(0, "")
+	end, _ := s.seal(time.Second)
 	return role.StreamletRef{ID: s.ID(), Host: s.h.Node(), First: s.First(), End: end, Closed: true}
 }
 

@@ -46,15 +46,13 @@ type Streamlet struct {
 	mu  sync.Mutex // serialises appends, Seal and Free (the single writer)
 	buf *ringbuf.Buffer
 
-	// epoch and limitMsgs are fixed at creation (or adoption); succ,
-	// succHost and repl are guarded by mu.
+	// epoch and limitMsgs are fixed at creation (or adoption); repl is
+	// guarded by mu.
 	epoch     uint64
 	limitMsgs int32
 	// hasIDs is set before the first record with a message id is
 	// appended: rebuilds skip streamlets without (dedup.go).
-	hasIDs   atomic.Bool
-	succ     uint64
-	succHost string
+	hasIDs atomic.Bool
 	// repl is a replicated streamlet's replica set and replication state
 	// (replica.go); nil for a single copy.
 	repl *replState
@@ -413,28 +411,52 @@ func (s *Streamlet) Drop() (wasOpen bool) {
 	return wasOpen
 }
 
-// seal closes the streamlet for writes and returns its end position.
-// A non-zero succ records the successor, unless another one is recorded
-// already (role.ErrSuccessorTaken; see role.Host.Seal).
-func (s *Streamlet) seal(succ uint64, succHost string) (uint64, error) {
+// seal closes the streamlet for writes and returns its end position once
+// every record it holds is durable (a single copy's are once written; a
+// replicated one's once every follower confirmed them, when its buffer is
+// sealed), waiting at most wait for that; past it, role.ErrNotDurable. A
+// follower closes when its orderer's stream says so: asked alone, it waits
+// for that the same way.
+func (s *Streamlet) seal(wait time.Duration) (uint64, error) {
+	s.sealNow()
+	if s.buf.Sealed() {
+		return s.first + uint64(s.buf.Len()), nil
+	}
+	w := &chanWaker{c: make(chan struct{}, 1)}
+	s.AddWaker(w)
+	defer s.RemoveWaker(w)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for !s.buf.Sealed() {
+		select {
+		case <-w.c:
+		case <-t.C:
+			return 0, fmt.Errorf("%w: streamlet %d: %d of %d records durable after %v", role.ErrNotDurable, s.id,
+				s.buf.Len(), s.buf.Written(), wait)
+		}
+	}
+	return s.first + uint64(s.buf.Len()), nil
+}
+
+// sealNow closes the streamlet for writes (a follower's replica closes
+// when its orderer's stream says so: untouched) and tells the wakers.
+func (s *Streamlet) sealNow() {
 	s.mu.Lock()
 	if r := s.repl; r == nil || r.orderer {
-		// A follower closes when its orderer's stream says so
-		// (Replicate); a seal asked of it records the successor only.
 		s.sealLocked()
-	}
-	n := s.buf.Written()
-	var err error
-	switch {
-	case succ == 0 || s.succ == succ:
-	case s.succ != 0:
-		err = fmt.Errorf("%w: streamlet %d is followed by %d on %s", role.ErrSuccessorTaken, s.id, s.succ, s.succHost)
-	default:
-		s.succ, s.succHost = succ, succHost
 	}
 	s.mu.Unlock()
 	s.wake()
-	return s.first + uint64(n), err
+}
+
+// chanWaker is a Waker that signals a channel of capacity one.
+type chanWaker struct{ c chan struct{} }
+
+func (w *chanWaker) Wake() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
 }
 
 // Host is the in-process streamlet host: a map of streamlet id to
@@ -491,14 +513,18 @@ type Host struct {
 	// before the host is used.
 	onOrder, onCommit func(*Streamlet)
 
-	claims claims // first-streamlet claims held (claims.go)
+	// sealWait bounds how long Seal waits for a replicated streamlet's
+	// records to become durable (SetSealWait).
+	sealWait atomic.Int64
 }
 
 // New returns an empty host for node; clock stamps seals.
 func New(node string, clock func() time.Time) *Host {
-	return &Host{node: node, clock: clock, streamlets: make(map[uint64]*Streamlet),
+	h := &Host{node: node, clock: clock, streamlets: make(map[uint64]*Streamlet),
 		idBase: (rand.Uint64() | 1) << 40, windows: make(map[string]*chanWindow),
 		byChan: make(map[string][]*Streamlet)}
+	h.sealWait.Store(int64(time.Second))
+	return h
 }
 
 // Node returns the name of the node the host runs on.
@@ -526,6 +552,10 @@ func (h *Host) Load() Load {
 // streamlets; the manager chooses another host.
 var ErrDraining = errors.New("host: the node is draining and hosts no new streamlets")
 
+// ErrBarred: HostStreamlet of an id the host was asked to seal before it
+// held it (Seal).
+var ErrBarred = errors.New("host: streamlet barred")
+
 // HostStreamlet hosts a new streamlet under grant g. When g.Prior lists
 // earlier streamlets of the channel and this host's dedup window has not
 // seen them, their message ids are read first (from other nodes over the
@@ -536,12 +566,8 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 	if h.draining.Load() {
 		return ErrDraining
 	}
-	h.mu.RLock()
-	_, barred := h.barred[g.Streamlet]
-	h.mu.RUnlock()
-	if barred {
-		return fmt.Errorf("%w: streamlet %d was sealed here before it was hosted: another manager continued %q without it",
-			role.ErrSuccessorTaken, g.Streamlet, g.Channel)
+	if h.isBarred(g.Streamlet) {
+		return errBarred(g)
 	}
 	s := &Streamlet{
 		h: h, id: g.Streamlet, channel: g.Channel, first: g.First, leaseEnd: g.LeaseEnd,
@@ -581,6 +607,11 @@ func (h *Host) HostStreamlet(g role.Grant) error {
 		h.mu.Unlock()
 		return ErrDraining
 	}
+	if _, barred := h.barred[g.Streamlet]; barred {
+		// Sealed meanwhile (Seal looks the id up and bars it under mu).
+		h.mu.Unlock()
+		return errBarred(g)
+	}
 	h.streamlets[g.Streamlet] = s
 	h.mu.Unlock()
 	h.index(s)
@@ -614,7 +645,7 @@ func (h *Host) SetDraining() int {
 			// orderer's acknowledgements.
 			continue
 		}
-		_, _ = s.seal(0, "")
+		s.sealNow()
 		n++
 	}
 	return n
@@ -625,7 +656,7 @@ func (h *Host) Draining() bool { return h.draining.Load() }
 
 // Adopt makes s, a complete copy made by this host (NewCopy) of a sealed
 // streamlet another node holds, a streamlet this host holds: List reports
-// it with meta's epoch, successor, lease, message limit and replica set
+// it with meta's epoch, lease, message limit and replica set
 // (the holder's own report of it, with the set as the manager will list
 // it), Streamlet finds it, and the manager may list this node as a
 // holder. It fails when s is not sealed, holds a different
@@ -642,7 +673,7 @@ func (h *Host) Adopt(s *Streamlet, meta role.Hosted) error {
 		return fmt.Errorf("host: copy of streamlet %d is not complete (%d records from %d, sealed %v; the holder reports %d from %d)",
 			s.id, n, s.first, sealed, meta.Len, meta.First)
 	}
-	s.epoch, s.succ, s.succHost, s.leaseEnd = meta.Epoch, meta.Succ, meta.SuccHost, meta.LeaseEnd
+	s.epoch, s.leaseEnd = meta.Epoch, meta.LeaseEnd
 	if len(meta.Replicas) > 1 {
 		// A complete copy of a closed streamlet: final, like a replica
 		// recovery sealed (it takes no appends, forwarded or ordered).
@@ -713,7 +744,7 @@ func (s *Streamlet) hosted(node string) role.Hosted {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := role.Hosted{ID: s.id, Epoch: s.epoch, First: s.first, Host: node, Len: uint32(s.buf.Written()),
-		Sealed: s.buf.Sealed(), Succ: s.succ, SuccHost: s.succHost, LeaseEnd: s.leaseEnd,
+		Sealed: s.buf.Sealed(), LeaseEnd: s.leaseEnd,
 		LimitMsgs: uint32(s.limitMsgs)}
 	if r := s.repl; r != nil {
 		h.Replicas = r.replicas
@@ -731,23 +762,37 @@ func (h *Host) Streamlet(id uint64) *Streamlet {
 	return s
 }
 
-// Seal closes streamlet id for writes (see role.Host.Seal).
+// Seal closes streamlet id for writes and returns its end once durable
+// (see role.Host.Seal), waiting at most SetSealWait's bound.
 //
-// Sealing an id the host does not hold bars it: HostStreamlet refuses
-// it from then on (role.ErrSuccessorTaken). A manager that rebuilt a
-// channel whose newest streamlet names a successor no host reported seals
-// that id at the node chosen for it, so that the manager that recorded it
-// and may still be opening it cannot continue the channel beside the one
-// that rebuilt it (manager.Manager.writeGrant). Ids are never reused, so
-// a bar never refuses anything else; the newest maxBarred are kept.
-func (h *Host) Seal(id, succ uint64, succHost string) (uint64, error) {
-	s := h.Streamlet(id)
+// Sealing an id the host does not hold bars it: HostStreamlet refuses it
+// from then on (ErrBarred). A manager that closes a committed streamlet
+// its host never got (its opener died between the commit and the host
+// call) thus keeps a late host call from making it writable here.
+func (h *Host) Seal(id uint64) (uint64, error) {
+	s := h.lookupOrBar(id)
 	if s == nil {
-		h.bar(id)
 		return 0, role.ErrUnknownStreamlet
 	}
-	return s.seal(succ, succHost)
+	return s.seal(time.Duration(h.sealWait.Load()))
 }
+
+func (h *Host) isBarred(id uint64) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	_, barred := h.barred[id]
+	return barred
+}
+
+func errBarred(g role.Grant) error {
+	return fmt.Errorf("%w: streamlet %d of %q was sealed here before it was hosted (its opener gave it up)",
+		ErrBarred, g.Streamlet, g.Channel)
+}
+
+// SetSealWait sets how long Seal waits for a replicated streamlet's
+// records to become durable (default 1 s); a cluster sets it below its
+// request timeout.
+func (h *Host) SetSealWait(d time.Duration) { h.sealWait.Store(int64(d)) }
 
 // Fence fences this replica of streamlet id (see role.Host.Fence).
 func (h *Host) Fence(id uint64) (role.Tail, error) {
@@ -755,8 +800,8 @@ func (h *Host) Fence(id uint64) (role.Tail, error) {
 	if s == nil {
 		return role.Tail{}, role.ErrUnknownStreamlet
 	}
-	held, final, succ, succHost := s.Fence()
-	return role.Tail{Held: uint32(held), Final: final, Succ: succ, SuccHost: succHost}, nil
+	held, final := s.Fence()
+	return role.Tail{Held: uint32(held), Final: final}, nil
 }
 
 // SealAt ends this replica of streamlet id at n records (see
@@ -766,11 +811,7 @@ func (h *Host) SealAt(id uint64, n uint32, keep []string) error {
 	if s == nil {
 		return role.ErrUnknownStreamlet
 	}
-	err := s.SealAt(int(n), keep)
-	if errors.Is(err, ErrSealedElsewhere) {
-		return fmt.Errorf("%w: %v", role.ErrSuccessorTaken, err)
-	}
-	return err
+	return s.SealAt(int(n), keep)
 }
 
 // maxBarred bounds the barred ids a host keeps (Seal): the bar matters
@@ -778,15 +819,21 @@ func (h *Host) SealAt(id uint64, n uint32, keep []string) error {
 // round trips.
 const maxBarred = 4096
 
-// bar records that id must never be hosted here.
-func (h *Host) bar(id uint64) {
+// lookupOrBar returns hosted streamlet id, or, when the host does not hold
+// it, records that id must never be hosted here, in one critical section
+// with HostStreamlet's insertion: a seal and a late host call of one id
+// see each other.
+func (h *Host) lookupOrBar(id uint64) *Streamlet {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if s := h.streamlets[id]; s != nil {
+		return s
+	}
 	if h.barred == nil {
 		h.barred = make(map[uint64]struct{})
 	}
 	if _, ok := h.barred[id]; ok {
-		return
+		return nil
 	}
 	if len(h.barredOrder) >= maxBarred {
 		delete(h.barred, h.barredOrder[0])
@@ -794,6 +841,7 @@ func (h *Host) bar(id uint64) {
 	}
 	h.barred[id] = struct{}{}
 	h.barredOrder = append(h.barredOrder, id)
+	return nil
 }
 
 // Len reports how many messages streamlet id holds.

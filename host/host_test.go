@@ -11,27 +11,23 @@ import (
 	"github.com/sluice-rtm/sluice/role"
 )
 
-func TestSealRecordsOneSuccessor(t *testing.T) {
+func TestSealReturnsTheEndAndIsIdempotent(t *testing.T) {
 	h := New("h", time.Now)
 	g := role.Grant{Channel: "c", Streamlet: h.NewID(), First: 10, LimitMsgs: 10, LimitSize: 1 << 20, LeaseEnd: 1 << 62}
 	if err := h.HostStreamlet(g); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Seal(g.Streamlet, 5, "x"); err != nil {
+	s := h.Streamlet(g.Streamlet)
+	if _, err := s.Append([]byte("x"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Seal(g.Streamlet, 5, "x"); err != nil {
-		t.Fatalf("the same successor again: %v", err)
+	for range 2 {
+		if end, err := h.Seal(g.Streamlet); err != nil || end != 11 {
+			t.Fatalf("seal: %d, %v", end, err)
+		}
 	}
-	if _, err := h.Seal(g.Streamlet, 0, ""); err != nil {
-		t.Fatalf("a plain seal: %v", err)
-	}
-	if _, err := h.Seal(g.Streamlet, 6, "y"); !errors.Is(err, role.ErrSuccessorTaken) {
-		t.Fatalf("another successor: %v, want ErrSuccessorTaken", err)
-	}
-	hs, _ := h.List("c")
-	if len(hs) != 1 || hs[0].Succ != 5 || hs[0].SuccHost != "x" || !hs[0].Sealed {
-		t.Fatalf("listed %+v", hs)
+	if _, err := s.Append([]byte("late"), 1); !errors.Is(err, role.ErrStreamletClosed) {
+		t.Fatalf("append after the seal: %v", err)
 	}
 }
 
@@ -134,19 +130,19 @@ func TestSideWakersAndAdoption(t *testing.T) {
 	}
 }
 
-// TestSealUnknownBars: an id sealed before it was hosted is never
-// hosted afterwards (a manager that rebuilt the channel continued it
-// without that streamlet); other ids are hosted as usual.
+// TestSealUnknownBars: an id sealed before it was hosted is never hosted
+// afterwards (a manager closed it while its opener's host call was late);
+// other ids are hosted as usual.
 func TestSealUnknownBars(t *testing.T) {
 	h := New("h", time.Now)
 	id, other := h.NewID(), h.NewID()
-	if _, err := h.Seal(id, 0, ""); !errors.Is(err, role.ErrUnknownStreamlet) {
+	if _, err := h.Seal(id); !errors.Is(err, role.ErrUnknownStreamlet) {
 		t.Fatalf("seal of an unknown id: %v", err)
 	}
 	g := role.Grant{Channel: "f", Epoch: 1, Streamlet: id, Host: "h", First: 1, LimitMsgs: 10, LimitSize: 1 << 10,
 		LeaseEnd: time.Now().Add(time.Minute).UnixNano()}
-	if err := h.HostStreamlet(g); !errors.Is(err, role.ErrSuccessorTaken) {
-		t.Fatalf("hosting a barred id: %v, want ErrSuccessorTaken", err)
+	if err := h.HostStreamlet(g); !errors.Is(err, ErrBarred) {
+		t.Fatalf("hosting a barred id: %v, want ErrBarred", err)
 	}
 	g.Streamlet = other
 	if err := h.HostStreamlet(g); err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/sluice-rtm/sluice/role"
 )
 
 // Replicated streamlets (PROTOCOL.md 9.9, DESIGN.md "Replication").
@@ -54,9 +56,10 @@ var (
 	ErrEpoch = errors.New("host: forwarded records of another epoch")
 	// ErrShortReplica: SealAt asked for more records than the replica holds.
 	ErrShortReplica = errors.New("host: replica holds fewer records than the seal")
-	// ErrSealedElsewhere: SealAt asked for another length than the one an
+	// ErrSealedElsewhere (wrapping role.ErrSealedElsewhere): SealAt asked
+	// for another length than the one an
 	// earlier recovery sealed the replica at.
-	ErrSealedElsewhere = errors.New("host: replica sealed by recovery at another length")
+	ErrSealedElsewhere = fmt.Errorf("host: %w by an earlier recovery", role.ErrSealedElsewhere)
 )
 
 // SetReplicationHooks installs the replication callbacks; call before the
@@ -202,19 +205,18 @@ func (s *Streamlet) Replicate(from string, epoch uint64, start, count, commit in
 
 // Fence stops the replica from taking appends, forwarded or ordered, for
 // good (recovery, run by the channel's manager), and reports how many
-// records it holds, whether an earlier recovery sealed it already (final:
-// held is then the streamlet's content), and the successor recorded by
-// Seal, if any.
-func (s *Streamlet) Fence() (held int, final bool, succ uint64, succHost string) {
+// records it holds and whether an earlier recovery sealed it already
+// (final: held is then the streamlet's content).
+func (s *Streamlet) Fence() (held int, final bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.repl == nil {
 		// A single copy: sealing is its fence.
 		s.sealLocked()
-		return s.buf.Written(), false, s.succ, s.succHost
+		return s.buf.Written(), false
 	}
 	s.repl.fenced = true
-	return s.buf.Written(), s.repl.final, s.succ, s.succHost
+	return s.buf.Written(), s.repl.final
 }
 
 // unwindow takes the records [n, held) that recovery dropped out of the

@@ -112,13 +112,15 @@ func TestReplica_FollowerRefusesWhatBreaksTheOrder(t *testing.T) {
 // TestReplica_SealWaitsForTheFollowers: a sealed orderer refuses appends
 // at once, but its buffer (whose seal readers take as final) is sealed
 // only once the followers hold everything, and the follower closes on the
-// orderer's SEALED notice.
+// orderer's SEALED notice. Seal answers the end only once it is durable:
+// after its bound without the followers, role.ErrNotDurable; once they
+// confirm, the end.
 func TestReplica_SealWaitsForTheFollowers(t *testing.T) {
 	a, b := replicaPair(t)
 	appendN(t, a, 3)
-	end, err := a.h.Seal(9, 0, "")
-	if err != nil || end != 1003 {
-		t.Fatalf("seal: %d, %v", end, err)
+	a.h.SetSealWait(time.Millisecond)
+	if _, err := a.h.Seal(9); !errors.Is(err, role.ErrNotDurable) {
+		t.Fatalf("seal without the followers: %v", err)
 	}
 	if _, err := a.Append([]byte("late"), 1); err == nil {
 		t.Fatal("append after the seal accepted")
@@ -132,19 +134,21 @@ func TestReplica_SealWaitsForTheFollowers(t *testing.T) {
 	if n, final := a.Durable(); n != 3 || !final {
 		t.Fatalf("durable %d final %v, want 3 true", n, final)
 	}
+	if end, err := a.h.Seal(9); err != nil || end != 1003 {
+		t.Fatalf("seal once durable: %d, %v", end, err)
+	}
 	if _, err := forward(b, a, 3, 3, true); err != nil {
 		t.Fatal(err)
 	}
 	if n, final := b.Durable(); n != 3 || !final {
 		t.Fatalf("follower after SEALED: %d %v", n, final)
 	}
-	// A seal asked of a follower records the successor only.
+	// A follower is closed by its orderer's stream, not by a seal asked of
+	// it: it answers the end once that stream closed it.
 	_, b2 := replicaPair(t)
-	if end, err := b2.h.Seal(9, 77, "c"); err != nil || end != 1000 || b2.Buf().Sealed() {
-		t.Fatalf("follower seal: %d %v sealed %v", end, err, b2.Buf().Sealed())
-	}
-	if hs, _ := b2.h.List("ch"); len(hs) != 1 || hs[0].Succ != 77 || hs[0].Sealed {
-		t.Fatalf("follower report %+v", hs)
+	b2.h.SetSealWait(time.Millisecond)
+	if _, err := b2.h.Seal(9); !errors.Is(err, role.ErrNotDurable) || b2.Buf().Sealed() {
+		t.Fatalf("follower seal: %v, sealed %v", err, b2.Buf().Sealed())
 	}
 }
 
@@ -157,14 +161,14 @@ func TestReplica_FenceThenSealAt(t *testing.T) {
 	_, _ = forward(b, a, 0, 4, false)
 	a.Acked("b", 4)
 	a.Acked("c", 2)
-	held, final, _, _ := a.Fence()
+	held, final := a.Fence()
 	if held != 6 || final {
 		t.Fatalf("fence: held %d final %v", held, final)
 	}
 	if _, err := a.Append([]byte("x"), 1); err == nil {
 		t.Fatal("a fenced orderer took an append")
 	}
-	bh, _, _, _ := b.Fence()
+	bh, _ := b.Fence()
 	if _, err := forward(b, a, 4, 6, false); !errors.Is(err, ErrFenced) {
 		t.Fatalf("forward to a fenced follower: %v", err)
 	}

@@ -2,189 +2,412 @@ package manager
 
 import (
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/meta"
 	"github.com/sluice-rtm/sluice/role"
 )
 
-// oneHost is a Cluster whose only node is the shared host h: two managers
-// over it act like two nodes that both believe they manage a channel (a
-// split brain), without sockets.
-type oneHost struct {
-	noCopies
-	h      *host.Host
-	cutOff *bool // when set and true, the node has no quorum
-}
-
-func (o oneHost) HostOf(string) role.Host { return o.h }
-func (o oneHost) Choose(string, uint64, Load, []string) (string, bool) {
-	return o.h.Node(), true
-}
-func (o oneHost) ListAll(ch string) []role.Hosted { hs, _ := o.h.List(ch); return hs }
-func (o oneHost) Notify(string, []string)         {}
-func (o oneHost) Managed(string) bool             { return true }
-func (o oneHost) Skew() time.Duration             { return time.Second }
-func (o oneHost) Quorate() bool                   { return o.cutOff == nil || !*o.cutOff }
-
-// Claim: the one host is the cluster's majority.
-func (o oneHost) Claim(ch string, id uint64, node string, over uint64) (bool, uint64, string) {
-	held, at := o.h.Claim(ch, id, node, over)
-	if held == id {
-		return true, 0, ""
+// Behaviours 1, 2, 3 and 15: a never-used channel is created by its first
+// grant at position 1 of a new epoch; a full streamlet refuses, and the
+// next grant continues exactly where it ended, with no gap and no
+// duplicate.
+func TestWriteGrant_NewChannelStartsAt1AndRollsOverWithoutGaps(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	g := e.grant("chat", 0)
+	if g.First != 1 || g.Epoch == 0 || g.LimitMsgs != 100 {
+		t.Fatalf("first grant %+v", g)
 	}
-	return false, held, at
+	pos := e.publish(g, 100)
+	if pos[0] != 1 || pos[99] != 100 {
+		t.Fatalf("positions %d..%d", pos[0], pos[99])
+	}
+	if _, err := e.host("a").Streamlet(g.Streamlet).Append([]byte("x"), e.clock.now().UnixNano()); !errors.Is(err, role.ErrStreamletClosed) {
+		t.Fatalf("append to a full streamlet: %v", err)
+	}
+	g2 := e.grant("chat", g.Streamlet)
+	if g2.First != 101 || g2.Epoch != g.Epoch || g2.Streamlet == g.Streamlet {
+		t.Fatalf("second grant %+v after %+v", g2, g)
+	}
+	e.publish(g2, 5)
+	g3 := e.grant("chat", g2.Streamlet) // not full: sealed at 105
+	if g3.First != 106 {
+		t.Fatalf("third grant starts at %d, want 106", g3.First)
+	}
+	e.checkContiguous("chat")
+	if c := e.channel("chat"); len(c.List) != 3 || c.List[1].End != 106 {
+		t.Fatalf("list %+v", c.List)
+	}
 }
 
-// noCopies is the copy side of a test Cluster whose nodes never drain.
-type noCopies struct{}
-
-func (noCopies) Usable(string) bool { return true }
-func (noCopies) Copy(string, string, uint64, role.StreamletRef) error {
-	return errors.New("test cluster: no copies")
-}
-func (noCopies) Go(f func()) bool { f(); return true }
-
-// Claim: a test cluster whose first streamlets nobody contests (only the
-// manager under test opens any).
-func (noCopies) Claim(string, uint64, string, uint64) (bool, uint64, string) { return true, 0, "" }
-
-// Confirm: a test cluster whose nodes all name the manager under test.
-func (noCopies) Confirm(string) (bool, string) { return true, "" }
-
-// testConfig is a manager's configuration over host h with fixed limits
-// and clock.
-func testConfig(h *host.Host, clock func() time.Time) Config {
-	l := role.Limits{Msgs: 5000, Size: 2 << 20, Life: 4 * time.Second, TTL: time.Minute}
-	return Config{Node: h.Node(), Host: h, NewID: h.NewID, Limits: func(string) role.Limits { return l }, Clock: clock}
-}
-
-// splitBrain is two managers of one host "h" that both believe they
-// manage every channel (a heartbeat flap left their nodes' views apart),
-// on a clock that reads *now, which the test moves.
-func splitBrain(now *time.Time) (h *host.Host, m1, m2 *Manager) {
-	clock := func() time.Time { return *now }
-	h = host.New("h", clock)
-	m1 = New(testConfig(h, clock))
-	m2 = New(testConfig(h, clock))
-	m1.SetCluster(oneHost{h: h})
-	m2.SetCluster(oneHost{h: h})
-	return h, m1, m2
+// Concurrent grants of a new channel share one streamlet (one OPEN
+// committed), and so do concurrent asks after the same refusing streamlet.
+func TestWriteGrant_ConcurrentAsksShareOneStreamlet(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	var wg sync.WaitGroup
+	got := make([]role.Grant, 16)
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = e.grant("c", 0) }()
+	}
+	wg.Wait()
+	for _, g := range got {
+		if g.Streamlet != got[0].Streamlet {
+			t.Fatalf("grants name streamlets %d and %d", got[0].Streamlet, g.Streamlet)
+		}
+	}
+	first := got[0].Streamlet
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = e.grant("c", first) }()
+	}
+	wg.Wait()
+	for _, g := range got {
+		if g.Streamlet == first || g.Streamlet != got[0].Streamlet {
+			t.Fatalf("after %d: grants %d and %d", first, got[0].Streamlet, g.Streamlet)
+		}
+	}
+	if c := e.channel("c"); len(c.List) != 2 {
+		t.Fatalf("%d streamlets, want 2", len(c.List))
+	}
 }
 
-func TestSplitBrainManagersNeverReusePositions(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	h, m1, m2 := splitBrain(&now)
-	const ch = "split"
+// Behaviour 7 and the lifecycle: a lease that ended is closed at its real
+// end by the tick; a closed streamlet is freed at its TTL (on its host
+// too), never before its predecessor; an idle channel without readers is
+// dropped after a TTL, one with readers is not.
+func TestTick_LeaseEndExpiryAndDrop(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	g := e.grant("c", 0)
+	e.publish(g, 7)
+	e.clock.advance(life)
+	e.m.Tick(e.clock.now())
+	c := e.channel("c")
+	if r := c.List[0]; !r.Closed || r.End != 8 {
+		t.Fatalf("after the lease: %+v", r)
+	}
+	e.clock.advance(ttl - time.Second)
+	e.m.Tick(e.clock.now())
+	if len(e.channel("c").List) != 1 {
+		t.Fatal("expired before its TTL")
+	}
+	e.clock.advance(time.Second)
+	e.m.Tick(e.clock.now())
+	if c = e.channel("c"); len(c.List) != 0 || c.Next != 8 {
+		t.Fatalf("after the TTL: %+v", c)
+	}
+	if e.host("a").Streamlet(g.Streamlet) != nil {
+		t.Fatal("the host still holds the expired streamlet")
+	}
+	e.m.Interest("c", "b", 1)
+	e.clock.advance(ttl)
+	e.m.Tick(e.clock.now())
+	if _, ok := e.st.Channel("c"); !ok {
+		t.Fatal("a channel with readers was dropped")
+	}
+	e.m.Interest("c", "b", -1)
+	e.clock.advance(time.Second)
+	e.m.Tick(e.clock.now())
+	if _, ok := e.st.Channel("c"); ok {
+		t.Fatal("an idle channel without readers was kept")
+	}
+	// A new incarnation: a new epoch, position 1 again.
+	if g2 := e.grant("c", 0); g2.First != 1 || g2.Epoch <= g.Epoch {
+		t.Fatalf("recreated: %+v (old epoch %d)", g2, g.Epoch)
+	}
+}
 
-	g1, err := m1.WriteGrant(ch, 0)
-	if err != nil {
+// A manager that starts leading drops no idle channel before DropGrace:
+// the reader nodes' interest has to reach it first.
+func TestTick_NoDropDuringTheGrace(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	e.m.cfg.DropGrace = 10 * time.Second
+	if _, _, err := e.m.Info("c", true); err != nil {
 		t.Fatal(err)
 	}
+	e.clock.advance(ttl)
+	e.m.Lead()
+	e.m.Tick(e.clock.now())
+	if _, ok := e.st.Channel("c"); !ok {
+		t.Fatal("dropped within the grace")
+	}
+	e.clock.advance(10 * time.Second)
+	e.m.Tick(e.clock.now())
+	if _, ok := e.st.Channel("c"); ok {
+		t.Fatal("not dropped after the grace")
+	}
+}
+
+// Behaviour 13 and the recovery rule: with two replicas, the orderer cut
+// off from the manager, the next grant recovers the streamlet from the
+// follower: every acknowledged (visible) record is kept, records only the
+// follower holds are kept too, and the next streamlet starts right after,
+// so no position is acknowledged twice. The cut-off orderer drops its
+// replica when it learns the committed end.
+func TestRecovery_OrdererUnreachableKeepsEveryAcknowledgedRecord(t *testing.T) {
+	e := newEnv(t, 2, "a", "b", "c")
+	g := e.grant("c", 0)
+	o, f := g.Replicas[0], g.Replicas[1]
+	e.publish(g, 10)
+	os := e.host(o).Streamlet(g.Streamlet)
 	for i := 0; i < 3; i++ {
-		if _, err := h.Streamlet(g1.Streamlet).Append([]byte("a"), now.UnixNano()); err != nil {
+		if _, err := os.Append([]byte("unacked"), e.clock.now().UnixNano()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// m2 takes the channel over: it continues in the open streamlet.
-	g2, err := m2.WriteGrant(ch, 0)
-	if err != nil || g2.Streamlet != g1.Streamlet {
-		t.Fatalf("takeover granted %+v, %v; want the open streamlet %d", g2, err, g1.Streamlet)
+	e.replicate(g, 11) // the follower holds one of the three
+	if n, _ := os.Durable(); n != 11 {
+		t.Fatalf("durable %d, want 11", n)
 	}
-	m2.Interest(ch, "reader-node", 1)
-	// Both rotate it. The first records its successor; the second finds
-	// the successor taken and must not open a streamlet at the same place:
-	// it rebuilds its state from the host, keeping its readers, and
-	// continues in m1's successor instead of beside it.
-	n1, err := m1.WriteGrant(ch, g1.Streamlet)
-	if err != nil {
-		t.Fatal(err)
+	e.cl.set(o, func(n *testNode) { n.down = true })
+	g2 := e.grant("c", g.Streamlet)
+	c := e.channel("c")
+	if r := c.List[0]; !r.Closed || r.Lost || r.End != g.First+11 || !slices.Equal(r.Set(), []string{f}) {
+		t.Fatalf("recovered %+v", r)
 	}
-	n2, err := m2.WriteGrant(ch, g1.Streamlet)
-	if err != nil || n2.Streamlet != n1.Streamlet || n2.First != n1.First {
-		t.Fatalf("after the rebuild m2 granted %+v, %v; want m1's %+v", n2, err, n1)
+	if g2.First != g.First+11 || slices.Contains(g2.Replicas, o) {
+		t.Fatalf("next grant %+v", g2)
 	}
-	mc := m2.lockLive(ch, false)
-	readers := mc.st.rnodes["reader-node"]
-	mc.mu.Unlock()
-	if readers != 1 {
-		t.Fatalf("the rebuilt state has %d readers on reader-node, want the 1 registered before", readers)
+	if e.host(o).Streamlet(g.Streamlet) != nil {
+		t.Fatal("the cut-off orderer kept a replica the list does not name")
 	}
-	if n1.First != g1.First+3 {
-		t.Fatalf("successor starts at %d, want %d", n1.First, g1.First+3)
+	e.checkContiguous("c")
+}
+
+// With a single copy, a host that cannot be reached but is not known dead
+// is waited for (the writers get a retriable refusal, nothing is announced
+// lost); once the membership declares it gone, its streamlet is lost up to
+// the largest end it could have reached and the channel continues above.
+func TestRecovery_SingleCopyWaitsUntilItsHostIsGone(t *testing.T) {
+	e := newEnv(t, 1, "a", "b")
+	g := e.grant("c", 0)
+	e.publish(g, 5)
+	e.cl.set(g.Host, func(n *testNode) { n.down = true })
+	if _, err := e.m.WriteGrant("c", g.Streamlet); !errors.Is(err, role.ErrUnavailable) {
+		t.Fatalf("grant while the host is unreachable: %v", err)
+	}
+	if r := e.channel("c").List[0]; r.Closed {
+		t.Fatalf("closed while its host may come back: %+v", r)
+	}
+	e.cl.set(g.Host, func(n *testNode) { n.gone = true })
+	g2 := e.grant("c", g.Streamlet)
+	if r := e.channel("c").List[0]; !r.Lost || r.End != g.First+100 {
+		t.Fatalf("lost streamlet %+v", r)
+	}
+	if g2.First != g.First+100 {
+		t.Fatalf("continues at %d, want %d", g2.First, g.First+100)
 	}
 }
 
-// TestNoQuorumNoGrant: a manager whose node sees no majority of its
-// cluster grants nothing, not even the open streamlet, and grants again
-// once the majority is back.
-func TestNoQuorumNoGrant(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	clock := func() time.Time { return now }
-	h := host.New("h", clock)
-	m := New(testConfig(h, clock))
-	cut := false
-	m.SetCluster(oneHost{h: h, cutOff: &cut})
-	g, err := m.WriteGrant("q", 0)
-	if err != nil {
-		t.Fatal(err)
+// A host that refuses the new streamlet: the committed streamlet (nobody
+// can have written it: its grant was never handed out) is closed empty and
+// the next try goes to another node.
+func TestOpen_RefusedHostClosesTheStreamletEmpty(t *testing.T) {
+	e := newEnv(t, 1, "a", "b")
+	e.host("a").SetDraining() // refuses HOST though the cluster still offers it
+	g := e.grant("c", 0)
+	if g.Host != "b" {
+		t.Fatalf("granted on %s", g.Host)
 	}
-	cut = true
-	if _, err := m.WriteGrant("q", 0); !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("without quorum: %v, want ErrNoQuorum", err)
-	}
-	if _, err := m.WriteGrant("other", 0); !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("new channel without quorum: %v, want ErrNoQuorum", err)
-	}
-	cut = false
-	if g2, err := m.WriteGrant("q", 0); err != nil || g2.Streamlet != g.Streamlet {
-		t.Fatalf("quorum back: %+v, %v; want the open streamlet %d", g2, err, g.Streamlet)
+	c := e.channel("c")
+	if len(c.List) != 2 || !c.List[0].Closed || c.List[0].End != c.List[0].First || c.List[1].First != c.List[0].First {
+		t.Fatalf("list %+v", c.List)
 	}
 }
 
-// TestSuccessorClaim: the id recorded as a streamlet's successor is used
-// again for the next streamlet after it until one is opened, so that the
-// host's compare-and-set accepts the retry instead of reporting another
-// manager.
-func TestSuccessorClaim(t *testing.T) {
-	var cs chanState
-	n := uint64(100)
-	fresh := func() uint64 { n++; return n }
-	if id := cs.successorID(7, fresh); id != 101 {
-		t.Fatalf("first id %d", id)
+// Two managers that both act (a stale leader and the new one) never both
+// extend a channel: every rollover either commits or conflicts, and the
+// committed list stays contiguous with every written position kept.
+func TestTwoManagersNeverBothExtendAChannel(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	m2 := New(e.m.cfg)
+	m2.Lead()
+	var wg sync.WaitGroup
+	for _, m := range []*Manager{e.m, m2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var after uint64
+			for i := 0; i < 50; i++ {
+				g, err := m.WriteGrant("c", after)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s := e.host("a").Streamlet(g.Streamlet)
+				if s != nil {
+					_, _ = s.Append([]byte("x"), e.clock.now().UnixNano())
+				}
+				after = g.Streamlet
+			}
+		}()
 	}
-	cs.claim(7, 101)
-	if id := cs.successorID(7, fresh); id != 101 {
-		t.Fatalf("after a claim: %d, want the claimed 101", id)
-	}
-	if id := cs.successorID(8, fresh); id != 102 {
-		t.Fatalf("another predecessor: %d, want a fresh id", id)
-	}
-	cs.claim(0, 0)
-	if id := cs.successorID(7, fresh); id != 103 {
-		t.Fatalf("claim cleared: %d, want a fresh id", id)
-	}
-}
-
-// claimAt is Cluster.Claim over the test cluster's hosts: every host not
-// down votes, and a majority of all of them must hold the claim.
-func claimAt(hosts map[string]*host.Host, down map[string]bool, ch string, id uint64, node string, over uint64) (bool, uint64, string) {
-	votes := 0
-	var held uint64
-	var heldAt string
-	for name, h := range hosts {
-		if down[name] {
-			continue
-		}
-		if got, at := h.Claim(ch, id, node, over); got == id {
-			votes++
-		} else if held == 0 {
-			held, heldAt = got, at
+	wg.Wait()
+	e.checkContiguous("c")
+	for _, r := range e.channel("c").List {
+		if s := e.host("a").Streamlet(r.ID); s != nil && r.Closed && s.Buf().Len() != int(r.End-r.First) {
+			t.Fatalf("streamlet %d holds %d, listed %d..%d", r.ID, s.Buf().Len(), r.First, r.End)
 		}
 	}
-	if 2*votes > len(hosts) {
-		return true, 0, ""
+}
+
+// NodeDown takes a dead node out of every closed streamlet; a single copy
+// is lost with it, a replicated one keeps its other holder and is copied
+// back up to its replica count by the next tick.
+func TestNodeDown_AndReReplication(t *testing.T) {
+	e := newEnv(t, 2, "a", "b", "c")
+	g := e.grant("c", 0)
+	e.publish(g, 4)
+	e.grant("c", g.Streamlet)
+	dead := g.Replicas[1]
+	e.cl.set(dead, func(n *testNode) { n.gone = true })
+	if err := e.m.NodeDown(dead); err != nil {
+		t.Fatal(err)
 	}
-	return false, held, heldAt
+	r := e.channel("c").List[0]
+	if r.Lost || slices.Contains(r.Set(), dead) || len(r.Set()) != 1 {
+		t.Fatalf("after NodeDown: %+v", r)
+	}
+	e.clock.advance(time.Second)
+	e.m.Tick(e.clock.now())
+	r = e.channel("c").List[0]
+	if len(r.Set()) != 2 || slices.Contains(r.Set(), dead) {
+		t.Fatalf("not copied back to two holders: %+v", r)
+	}
+	if s := e.host(r.Set()[0]).Streamlet(r.ID); s == nil || s.Buf().Len() != 4 {
+		t.Fatalf("the new holder's copy: %v", s)
+	}
+}
+
+// An orderer's report that it cannot reach a follower recovers the open
+// streamlet with both kept when both answer, and keeps the pair from
+// ordering and following one new streamlet.
+func TestUnreachable_RecoversAndKeepsThePairApart(t *testing.T) {
+	e := newEnv(t, 2, "a", "b", "c")
+	g := e.grant("c", 0)
+	e.publish(g, 3)
+	o, f := g.Replicas[0], g.Replicas[1]
+	r, err := e.m.Unreachable("c", g.Streamlet, o, f)
+	if err != nil || r.Lost || r.Len != 3 {
+		t.Fatalf("answer %+v, %v", r, err)
+	}
+	for i := 0; i < 6; i++ {
+		g2 := e.grant("c", e.channel("c").TailID())
+		if g2.Replicas[0] == o && slices.Contains(g2.Replicas, f) {
+			t.Fatalf("new streamlet orders on %s and follows on %s: %v", o, f, g2.Replicas)
+		}
+	}
+}
+
+// A manager that is not the leader proposes nothing; its error says so.
+func TestNotLeader(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	e.log.fail = role.ErrNotLeader
+	if _, err := e.m.WriteGrant("c", 0); !errors.Is(err, role.ErrNotLeader) {
+		t.Fatalf("grant: %v", err)
+	}
+	e.m.Follow()
+	if _, err := e.m.WriteGrant("c", 0); !errors.Is(err, role.ErrNotLeader) {
+		t.Fatalf("grant after Follow: %v", err)
+	}
+}
+
+// The retention budget's early expiry frees a prefix through the streamlet
+// named; the open streamlet is never expired.
+func TestExpire(t *testing.T) {
+	e := newEnv(t, 1, "a")
+	g := e.grant("c", 0)
+	g2 := e.grant("c", g.Streamlet)
+	if n, err := e.m.Expire("c", g2.Streamlet); n != 0 || err != nil {
+		t.Fatalf("expired the open streamlet: %d, %v", n, err)
+	}
+	if n, err := e.m.Expire("c", g.Streamlet); n != 1 || err != nil {
+		t.Fatalf("expire: %d, %v", n, err)
+	}
+	if c := e.channel("c"); len(c.List) != 1 || c.List[0].ID != g2.Streamlet {
+		t.Fatalf("list %+v", c.List)
+	}
+}
+
+// The single node's Cluster: one host, every streamlet on it.
+func TestLocal_SingleNode(t *testing.T) {
+	clock := &testClock{t: time.Unix(1_800_000_000, 0)}
+	st := meta.New()
+	h := host.New("solo", clock.now)
+	m := New(Config{Node: "solo", NewID: h.NewID, Clock: clock.now, State: st, Log: &testLog{st: st},
+		Limits:  func(string) role.Limits { return role.Limits{Msgs: 10, Size: 1 << 20, Life: life, TTL: ttl} },
+		Cluster: Local("solo", h)})
+	st.SetObserver(func(c meta.Change) { h.Apply(c); m.Changed(c) })
+	m.Lead()
+	g, err := m.WriteGrant("c", 0)
+	if err != nil || g.Host != "solo" || g.First != 1 {
+		t.Fatalf("grant %+v, %v", g, err)
+	}
+	info, found, err := m.Info("c", false)
+	if err != nil || !found || info.Next != 1 || len(info.Streamlets) != 1 {
+		t.Fatalf("info %+v %v %v", info, found, err)
+	}
+	if _, err := h.Streamlet(g.Streamlet).Append([]byte("x"), clock.now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if info, _, _ = m.Info("c", false); info.Next != 2 {
+		t.Fatalf("next %d after one message", info.Next)
+	}
+}
+
+func TestDecideRecovery(t *testing.T) {
+	set := []string{"a", "b", "c"}
+	tail := func(n string, held uint32, final bool) tailReport {
+		return tailReport{Node: n, Tail: role.Tail{Held: held, Final: final}}
+	}
+	gone := func(n string) tailReport { return tailReport{Node: n, Err: errHostGone} }
+	for name, tc := range map[string]struct {
+		tails []tailReport
+		want  recoveryPlan
+	}{
+		"all answer":        {[]tailReport{tail("a", 9, false), tail("b", 7, false), tail("c", 8, false)}, recoveryPlan{Len: 7, Keep: set}},
+		"orderer gone":      {[]tailReport{gone("a"), tail("b", 7, false), tail("c", 8, false)}, recoveryPlan{Len: 7, Keep: []string{"b", "c"}}},
+		"one survivor":      {[]tailReport{gone("a"), gone("b"), tail("c", 8, false)}, recoveryPlan{Len: 8, Keep: []string{"c"}}},
+		"none":              {[]tailReport{gone("a"), gone("b"), gone("c")}, recoveryPlan{Lost: true}},
+		"earlier recovery":  {[]tailReport{tail("a", 9, false), tail("b", 8, true), tail("c", 8, false)}, recoveryPlan{Len: 8, Keep: set}},
+		"short of a final":  {[]tailReport{tail("a", 6, false), tail("b", 8, true)}, recoveryPlan{Len: 8, Keep: []string{"b"}, Drop: []string{"a"}}},
+		"final beats a min": {[]tailReport{tail("a", 9, true), tail("c", 10, false)}, recoveryPlan{Len: 9, Keep: []string{"a", "c"}}},
+	} {
+		if got := decideRecovery(set, tc.tails); !equalPlan(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
+	}
+}
+
+func equalPlan(a, b recoveryPlan) bool {
+	return a.Lost == b.Lost && a.Len == b.Len && slices.Equal(a.Keep, b.Keep) && slices.Equal(a.Drop, b.Drop)
+}
+
+// Whatever subset of fewer than all replicas is lost, the recovered length
+// covers every acknowledged record: acknowledged records are held by
+// every replica, so by any survivor.
+func TestDecideRecovery_NeverLosesAnAcknowledgedRecord(t *testing.T) {
+	set := []string{"a", "b", "c"}
+	for acked := uint32(0); acked < 4; acked++ {
+		for extra := 0; extra < 27; extra++ { // what each replica holds beyond acked: 0..2 each
+			held := []uint32{acked + uint32(extra%3), acked + uint32(extra/3%3), acked + uint32(extra/9%3)}
+			for mask := 1; mask < 7; mask++ { // the survivors: a non-empty proper subset
+				var tails []tailReport
+				for i, n := range set {
+					if mask&(1<<i) != 0 {
+						tails = append(tails, tailReport{Node: n, Tail: role.Tail{Held: held[i]}})
+					} else {
+						tails = append(tails, tailReport{Node: n, Err: errHostGone})
+					}
+				}
+				if p := decideRecovery(set, tails); p.Lost || p.Len < acked {
+					t.Fatalf("held %v survivors %b: plan %+v loses acknowledged %d", held, mask, p, acked)
+				}
+			}
+		}
+	}
 }

@@ -122,13 +122,11 @@ const (
 )
 
 // decideUnreachable decides what to do with the report that the orderer
-// of streamlet id cannot reach follower, given the channel's list (pure).
-// A replicated streamlet that still lists the follower is recovered, open
-// or closed (an orderer's seal closes it at what the orderer wrote, which
-// the follower may never have got); one that no longer does, or is lost,
-// is answered as it is. The answer for a streamlet still open after a
-// recovery is an error (the recovery did not happen: another manager
-// continued the channel).
+// of streamlet id cannot reach follower, given the channel's committed
+// list (pure). A replicated streamlet that still lists the follower is
+// recovered if it is open (a closed one's committed end is held by every
+// replica: its orderer sealed it only once all was durable); one that no
+// longer does, or is lost, is answered as it is.
 func decideUnreachable(list []role.StreamletRef, id uint64, follower string) (unreachableStep, role.StreamletRef) {
 	i := slices.IndexFunc(list, func(r role.StreamletRef) bool { return r.ID == id })
 	if i < 0 {
@@ -155,64 +153,51 @@ func answerOf(ref role.StreamletRef) (Recovered, bool) {
 
 // Unreachable handles the report of orderer, the first replica of
 // streamlet id of channel, that it cannot reach follower (its stall
-// timeout passed with records unacknowledged): the streamlet is recovered
-// (fence, tails, seal at what every replica that answers holds) unless
-// that happened already, the pair is kept from ordering and following
-// one new streamlet for cutHold, and the streamlet's state is returned.
-// It waits for the network (call it off the loops); it fails with
-// ErrNoQuorum without a majority, role.ErrUnknownStreamlet when the list
-// has no such streamlet, and role.ErrChannelMoved when another manager
-// continued the channel meanwhile.
+// timeout passed with records unacknowledged): the pair is kept from
+// ordering and following one new streamlet for cutHold, the streamlet is
+// recovered (fence, tails, seal at what every replica that answers holds,
+// committed) unless it is closed already, and its committed state is
+// returned. It waits for hosts and a commit (call it off the loops); it
+// fails with role.ErrUnknownStreamlet when the list has no such streamlet
+// and with an error wrapping role.ErrUnavailable or role.ErrNotLeader when
+// it cannot recover it now.
 func (m *Manager) Unreachable(channel string, id uint64, orderer, follower string) (Recovered, error) {
-	if m.cl != nil && !m.cl.Quorate() {
-		return Recovered{}, fmt.Errorf("%w: no recovery of streamlet %d of %q", ErrNoQuorum, id, channel)
+	if !m.leading.Load() {
+		return Recovered{}, fmt.Errorf("%w: recovery of streamlet %d of %q", role.ErrNotLeader, id, channel)
 	}
 	now := m.now().UnixNano()
 	m.cut.note(orderer, follower, now, now+int64(cutHold))
-	mc := m.lockLive(channel, false)
-	if mc == nil {
+	c, ok := m.st.Channel(channel)
+	if !ok {
 		return Recovered{}, fmt.Errorf("%w: streamlet %d of unknown channel %q", role.ErrUnknownStreamlet, id, channel)
 	}
-	step, ref := decideUnreachable(mc.st.list, id, follower)
-	mc.mu.Unlock()
+	step, ref := decideUnreachable(c.List, id, follower)
 	switch step {
 	case stepUnknown:
 		return Recovered{}, fmt.Errorf("%w: streamlet %d is not in the list of %q", role.ErrUnknownStreamlet, id, channel)
 	case stepRecover:
-		if m.cfg.Log != nil {
-			m.cfg.Log.Warn("sluice cluster: a replica's orderer cannot reach a follower; recovering the streamlet without the link",
+		if !ref.Closed {
+			m.logger().Warn("sluice cluster: a replica's orderer cannot reach a follower; recovering the streamlet without the link",
 				"channel", channel, "streamlet", id, "orderer", orderer, "follower", follower, "first", ref.First)
+			op := m.begin(channel, false)
+			err := m.closeOpen(channel, id, true)
+			m.end(channel, op, role.Grant{}, nil)
+			if err != nil {
+				return Recovered{}, err
+			}
+			if c, ok = m.st.Channel(channel); !ok {
+				return Recovered{}, fmt.Errorf("%w: channel %q dropped while recovering streamlet %d", role.ErrUnknownStreamlet, channel, id)
+			}
+			i := slices.IndexFunc(c.List, func(r role.StreamletRef) bool { return r.ID == id })
+			if i < 0 {
+				return Recovered{}, fmt.Errorf("%w: streamlet %d of %q expired", role.ErrUnknownStreamlet, id, channel)
+			}
+			ref = c.List[i]
 		}
-		if err := m.recoverChannel(channel, nil, []uint64{id}, 0); err != nil {
-			return Recovered{}, err
-		}
-		if mc = m.lockLive(channel, false); mc == nil {
-			return Recovered{}, fmt.Errorf("%w: %q while recovering streamlet %d", role.ErrChannelMoved, channel, id)
-		}
-		i := slices.IndexFunc(mc.st.list, func(r role.StreamletRef) bool { return r.ID == id })
-		if i < 0 {
-			mc.mu.Unlock()
-			return Recovered{}, fmt.Errorf("%w: streamlet %d of %q expired", role.ErrUnknownStreamlet, id, channel)
-		}
-		ref = mc.st.list[i]
-		mc.mu.Unlock()
 	}
 	r, ok := answerOf(ref)
 	if !ok {
-		return Recovered{}, fmt.Errorf("%w: streamlet %d of %q is still open after its recovery", role.ErrChannelMoved, id, channel)
+		return Recovered{}, fmt.Errorf("%w: streamlet %d of %q is still open", role.ErrUnavailable, id, channel)
 	}
 	return r, nil
-}
-
-// markRecover marks streamlet id for recovery when it is a replicated
-// streamlet of the list that is not lost (pure; under the opening).
-func (cs *chanState) markRecover(id uint64) {
-	i := slices.IndexFunc(cs.list, func(r role.StreamletRef) bool { return r.ID == id })
-	if i < 0 || cs.list[i].Lost || len(cs.list[i].Replicas) <= 1 {
-		return
-	}
-	if cs.recover == nil {
-		cs.recover = make(map[uint64]bool)
-	}
-	cs.recover[id] = true
 }

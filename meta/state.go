@@ -337,3 +337,18 @@ func cloneRef(r role.StreamletRef) role.StreamletRef {
 	}
 	return r
 }
+
+// Tail returns the channel's epoch and newest streamlet (ok false when
+// the channel does not exist; has false when its list is empty), copying
+// nothing else: the write path's lookup.
+func (s *State) Tail(name string) (epoch uint64, tail role.StreamletRef, ok, has bool) {
+	sh := s.shard(name)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	c, ok := sh.m[name]
+	if !ok {
+		return 0, role.StreamletRef{}, false, false
+	}
+	t, has := c.Tail()
+	return c.Epoch, cloneRef(t), true, has
+}

@@ -73,9 +73,9 @@ type StreamletRef struct {
 	// End is one past the last position; meaningful only when Closed.
 	End    uint64
 	Closed bool
-	// Lost: the streamlet's data died with its host (or, with ID 0, the
-	// range is a hole no live host reported). Readers get GAP lost for
-	// whatever of [First, End) they cannot read from a copy they hold.
+	// Lost: the streamlet's data died with its hosts. Readers get GAP
+	// lost for whatever of [First, End) they cannot read from a copy they
+	// hold.
 	Lost bool
 	// LeaseEnd is when the streamlet stops taking writes (unix ns).
 	LeaseEnd int64
@@ -122,12 +122,13 @@ type Manager interface {
 	// grant, which refused a write (full, sealed or lease over); 0 if none.
 	// The manager then closes that streamlet before granting a new one.
 	WriteGrant(channel string, after uint64) (Grant, error)
-	// Info returns the channel's retained streamlets and positions,
-	// creating the channel if create is set.
-	Info(channel string, create bool) (ChannelInfo, bool)
+	// Info returns the channel's retained streamlets and positions;
+	// found is false for a channel that does not exist, unless create is
+	// set: then it is created (a new incarnation), which fails with err
+	// when the change cannot be committed now.
+	Info(channel string, create bool) (info ChannelInfo, found bool, err error)
 	// Interest adds delta (+1 or -1) to the number of gateway loops of
-	// node reading the channel; a channel with readers is never dropped,
-	// and reader nodes are told when the channel gets a new streamlet.
+	// node reading the channel; a channel with readers is never dropped.
 	Interest(channel, node string, delta int)
 	// Expire frees the channel's closed streamlets up to and including
 	// streamlet through now, ahead of their TTL: the host of through holds
@@ -143,21 +144,17 @@ type Manager interface {
 type Host interface {
 	// HostStreamlet asks the host to host a new streamlet under grant g.
 	HostStreamlet(g Grant) error
-	// Seal closes streamlet id for writes and returns its end position.
-	// A non-zero succ records that streamlet succ on node succHost follows
-	// it (a manager records this before opening the successor, so that a
-	// manager rebuilding the channel knows whether a later streamlet may
-	// exist); sealing a sealed streamlet only records succ. Recording a
-	// successor is a compare-and-set: when the streamlet already names a
-	// different one, Seal fails with ErrSuccessorTaken.
-	Seal(id, succ uint64, succHost string) (end uint64, err error)
+	// Seal closes streamlet id for writes and returns its end position
+	// once every record it holds is durable (held by each of its
+	// replicas): the end a channel's committed list may name. It fails
+	// with ErrNotDurable when that does not happen within the host's
+	// bound (a follower cannot be reached: the streamlet is recovered
+	// instead) and with ErrUnknownStreamlet for an id it does not hold.
+	Seal(id uint64) (end uint64, err error)
 	// Free releases streamlet id's memory once its readers are done.
 	Free(id uint64)
 	// Len reports how many messages streamlet id holds.
 	Len(id uint64) (int, bool)
-	// List reports the streamlets of channel this host holds (for a
-	// manager rebuilding the channel's list).
-	List(channel string) ([]Hosted, error)
 	// Fence stops this replica of streamlet id from taking appends, for
 	// good (the recovery of a replicated streamlet, DESIGN.md
 	// "Replication"), and reports its tail.
@@ -165,52 +162,32 @@ type Host interface {
 	// SealAt ends this replica of streamlet id at n records (dropping
 	// what lies beyond, which no replica ever showed) with keep as its
 	// replica set. It fails when the replica holds fewer than n records,
-	// or (ErrSuccessorTaken) when an earlier recovery sealed it at
-	// another length.
+	// or when an earlier recovery sealed it at another length.
 	SealAt(id uint64, n uint32, keep []string) error
 }
 
 // Tail is a fenced replica's report (Host.Fence): the records it holds,
-// whether an earlier recovery sealed it already (Final: Held is then the
-// streamlet's content), and the successor recorded on it, if any.
+// and whether an earlier recovery sealed it already (Final: Held is then
+// the streamlet's content).
 type Tail struct {
-	Held     uint32
-	Final    bool
-	Succ     uint64
-	SuccHost string
+	Held  uint32
+	Final bool
 }
 
-// Hosted is a host's report of one streamlet it holds.
+// Hosted is a host's report of one streamlet it holds (status, drain).
 type Hosted struct {
 	ID, Epoch, First uint64
 	Host             string
 	Len              uint32 // messages held
 	Sealed           bool
-	Succ             uint64 // successor recorded by Seal; 0 if none
-	SuccHost         string
 	LeaseEnd         int64
 	LimitMsgs        uint32
 	// Replicas is the replica set the streamlet was hosted with (orderer
-	// first; nil for a single copy). Every replica reports the streamlet,
-	// each with its own Len.
+	// first; nil for a single copy).
 	Replicas []string
 	// Fenced: recovery fenced this replica (it takes no more appends);
-	// Final: recovery sealed it at its present length, which is then the
-	// streamlet's content on every replica that survived.
+	// Final: recovery sealed it at its present length.
 	Fenced, Final bool
-	// Lost is set by the rebuilding manager, not by hosts: the streamlet
-	// could not be sealed because its host is gone.
-	Lost bool
-	// Mark: not a streamlet but what a former manager of the channel on
-	// the reporting node knew when it stopped managing it (it lost or
-	// regained its quorum, or the membership moved the channel): ID and
-	// First are the newest entry of its list (ID 0 for a lost range),
-	// Reached the position it may have handed out up to (exclusive),
-	// possibly in streamlets that no host can report any more (opened
-	// while their predecessor's host was unreachable, so unrecorded
-	// there, and lost with their own host). Epoch is the channel's.
-	Mark    bool
-	Reached uint64
 }
 
 // Limits are the streamlet limits in force for one channel: a streamlet
@@ -232,13 +209,19 @@ var (
 	ErrStreamletClosed = errors.New("sluice: streamlet closed for writes")
 	// ErrUnknownStreamlet: the host does not hold that streamlet.
 	ErrUnknownStreamlet = errors.New("sluice: unknown streamlet")
-	// ErrSuccessorTaken: Seal was asked to record a successor, but the
-	// streamlet already has another one: a second manager continued the
-	// channel, and the asking manager's state is stale.
-	ErrSuccessorTaken = errors.New("sluice: streamlet already has a successor")
-	// ErrChannelMoved: the manager found its state for the channel stale
-	// (ErrSuccessorTaken); asking again rebuilds it.
-	ErrChannelMoved = errors.New("sluice: channel continued by another manager")
+	// ErrNotDurable: a replicated streamlet's orderer sealed it but its
+	// followers did not confirm every record in time; recover it.
+	ErrNotDurable = errors.New("sluice: sealed streamlet not durable in time")
+	// ErrSealedElsewhere: a replica was sealed at another length by an
+	// earlier recovery.
+	ErrSealedElsewhere = errors.New("sluice: replica sealed at another length")
+	// ErrNotLeader: this node does not coordinate the cluster now (it is
+	// not the leader of the metadata log); ask the leader. Retriable.
+	ErrNotLeader = errors.New("sluice: not the cluster's leader")
+	// ErrUnavailable: the change cannot be made now (a host that must be
+	// asked is unreachable but not known dead, or the metadata log cannot
+	// commit); nothing was changed. Retriable.
+	ErrUnavailable = errors.New("sluice: unavailable")
 	// ErrNoHost: no live node could host a new streamlet (or, in a
 	// cluster, no live node manages the channel).
 	ErrNoHost = errors.New("sluice: no host available")

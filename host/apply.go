@@ -1,0 +1,51 @@
+package host
+
+import (
+	"slices"
+
+	"github.com/sluice-rtm/sluice/meta"
+)
+
+// Apply brings this host in line with a committed change of the channels'
+// lists (package meta). Every node applies every change, on the state
+// machine's applying goroutine, so Apply never blocks: it frees what the
+// lists no longer hold here (expired, lost, or listing other holders) and
+// ends a replica at the committed end of its streamlet when it holds more
+// (an orderer or follower that missed the recovery, e.g. cut off from the
+// manager: its publishes past the end are refused from then on, never
+// acknowledged).
+func (h *Host) Apply(c meta.Change) {
+	for _, r := range c.Freed {
+		h.Free(r.ID)
+	}
+	for _, r := range c.Closed {
+		s := h.Streamlet(r.ID)
+		if s == nil {
+			continue
+		}
+		if r.Lost || !slices.Contains(r.Set(), h.node) {
+			h.Free(r.ID)
+			continue
+		}
+		s.settle(int(r.End-r.First), r.Set())
+	}
+}
+
+// settle ends a replicated streamlet's replica at n records, the committed
+// end, when it is not sealed there yet and holds more, or is the orderer
+// (which would otherwise take appends no follower will confirm). A
+// follower holding n or fewer is left to its orderer's stream, which
+// closes it; a single copy was sealed by its host before its end was
+// committed.
+func (s *Streamlet) settle(n int, set []string) {
+	s.mu.Lock()
+	r := s.repl
+	act := r != nil && !s.buf.Sealed() && (s.buf.Written() > n || (r.orderer && s.buf.Written() == n))
+	s.mu.Unlock()
+	if !act {
+		return
+	}
+	if err := s.SealAt(n, slices.Clone(set)); err != nil {
+		s.h.Free(s.id) // not a replica of the committed content
+	}
+}
