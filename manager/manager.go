@@ -419,14 +419,16 @@ func (m *Manager) Expire(channel string, through uint64) (int, error) {
 	return 0, nil
 }
 
-// NodeDown records that node is gone for good (the membership declared it
-// dead, or it left): it no longer holds any closed streamlet (those it
-// held alone are lost), its readers are forgotten, and the channels whose
-// open streamlet it held are closed at the next tick (recovered from the
-// other replicas, or lost with it).
-func (m *Manager) NodeDown(node string) error {
+// NodeGone commits that what node held is gone (the membership declared
+// it dead or departed, or it runs a new incarnation, next, since hosts
+// keep streamlets in memory only): it no longer holds any closed streamlet
+// (those it held alone are lost), its readers are forgotten, and the
+// channels whose open streamlet it held are closed at the next tick
+// (recovered from the other replicas, or lost with it). next, "" for
+// none, is the incarnation that may hold streamlets from now on.
+func (m *Manager) NodeGone(node, next string) error {
 	m.NodeReaders(node)
-	r, err := m.propose(&meta.Cmd{Kind: meta.KindNodeGone, Time: m.now().UnixNano(), Node: node})
+	r, err := m.propose(&meta.Cmd{Kind: meta.KindNodeGone, Time: m.now().UnixNano(), Node: node, Instance: next})
 	if err != nil {
 		return err
 	}

@@ -255,9 +255,9 @@ func TestTwoManagersNeverBothExtendAChannel(t *testing.T) {
 	}
 }
 
-// NodeDown takes a dead node out of every closed streamlet; a single copy
-// is lost with it, a replicated one keeps its other holder and is copied
-// back up to its replica count by the next tick.
+// NodeGone takes a dead node out of every closed streamlet; a replicated
+// one keeps its other holder and is copied back up to its replica count by
+// the next tick.
 func TestNodeDown_AndReReplication(t *testing.T) {
 	e := newEnv(t, 2, "a", "b", "c")
 	g := e.grant("c", 0)
@@ -265,12 +265,12 @@ func TestNodeDown_AndReReplication(t *testing.T) {
 	e.grant("c", g.Streamlet)
 	dead := g.Replicas[1]
 	e.cl.set(dead, func(n *testNode) { n.gone = true })
-	if err := e.m.NodeDown(dead); err != nil {
+	if err := e.m.NodeGone(dead, ""); err != nil {
 		t.Fatal(err)
 	}
 	r := e.channel("c").List[0]
 	if r.Lost || slices.Contains(r.Set(), dead) || len(r.Set()) != 1 {
-		t.Fatalf("after NodeDown: %+v", r)
+		t.Fatalf("after NodeGone: %+v", r)
 	}
 	e.clock.advance(time.Second)
 	e.m.Tick(e.clock.now())

@@ -36,8 +36,13 @@ const (
 	// streamlet left with no holder is lost: str8 channel, u64 epoch,
 	// u64 tail, set add, set remove.
 	KindHolders Kind = 4
-	// KindNodeGone takes Node out of the holders of every closed
-	// streamlet of every channel: str8 node.
+	// KindNodeGone says that what Node held is gone (it died, left, or
+	// restarted: hosts keep streamlets in memory only) and that its
+	// incarnation from now on is Instance ("" while it has none): Node is
+	// taken out of the holders of every closed streamlet of every channel
+	// (a streamlet left with none is lost), and only the node running
+	// incarnation Instance may hold new ones (State.Instance):
+	// str8 node, str8 instance.
 	KindNodeGone Kind = 5
 	// KindExpire frees, per entry, the channel's closed streamlets up to
 	// and including ID (a prefix of its list), if the epoch matches:
@@ -115,7 +120,9 @@ type Cmd struct {
 	Add     []string
 	Remove  []string
 	Node    string
-	Batch   []Ref
+	// Instance is NODE_GONE's next incarnation of Node.
+	Instance string
+	Batch    []Ref
 }
 
 // Result is the state machine's answer to a command (one byte).
@@ -177,6 +184,7 @@ func AppendCmd(dst []byte, c *Cmd) []byte {
 		e.set(c.Remove)
 	case KindNodeGone:
 		e.str8(c.Node)
+		e.str8(c.Instance)
 	case KindExpire, KindDrop:
 		if len(c.Batch) > MaxBatch {
 			panic(fmt.Sprintf("meta: %v batch of %d (max %d)", c.Kind, len(c.Batch), MaxBatch))
@@ -246,6 +254,7 @@ func DecodeCmd(b []byte) (Cmd, error) {
 		c.Remove = d.set("remove")
 	case KindNodeGone:
 		c.Node = d.name("node")
+		c.Instance = d.str8("instance")
 	case KindExpire, KindDrop:
 		min := 1 + 1 + 8 // a name of one byte and an epoch
 		if c.Kind == KindExpire {

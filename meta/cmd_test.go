@@ -57,7 +57,7 @@ func cmdCases() []Cmd {
 			New: NewStreamlet{ID: 4, Replicas: []string{"a"}, Life: 8}},
 		{Kind: KindClose, Time: 6, Channel: "c", Epoch: 9, Tail: 3, Seal: Seal{End: 10, TTL: 7}},
 		{Kind: KindHolders, Time: 6, Channel: "c", Epoch: 9, Tail: 3, Add: []string{"n"}, Remove: []string{"o", "p"}},
-		{Kind: KindNodeGone, Time: 6, Node: "n"},
+		{Kind: KindNodeGone, Time: 6, Node: "n", Instance: "i2"},
 		{Kind: KindExpire, Time: 6, Batch: []Ref{{Channel: "c", Epoch: 1, ID: 2}}},
 		{Kind: KindDrop, Time: 6, Batch: []Ref{{Channel: "c", Epoch: 1}, {Channel: "d", Epoch: 2}}},
 	}

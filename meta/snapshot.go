@@ -15,6 +15,8 @@ import (
 //	u8  version = 1
 //	u64 applied      index of the last command applied
 //	u64 last epoch   the largest epoch given out
+//	u32 k            node incarnations (NODE_GONE), sorted by node, then
+//	                 k times: str8 node, str8 instance (not empty)
 //	u32 n            channels, then n times:
 //	    str8 name, u64 epoch, u64 next, u64 seq, i64 used,
 //	    u32 m        streamlets, then m times:
@@ -43,6 +45,18 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 	e.u8(snapshotVersion)
 	e.u64(s.applied.Load())
 	e.u64(s.lastEpoch.Load())
+	s.imu.RLock()
+	nodes := make([]string, 0, len(s.instances))
+	for n := range s.instances {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	e.u32(uint32(len(nodes)))
+	for _, n := range nodes {
+		e.str8(n)
+		e.str8(s.instances[n])
+	}
+	s.imu.RUnlock()
 	e.u32(uint32(len(all)))
 	for _, c := range all {
 		e.str8(c.Name)
@@ -83,10 +97,13 @@ func (s *State) Restore(r io.Reader, limit int64) error {
 	if int64(len(b)) > limit {
 		return fmt.Errorf("%w: snapshot: larger than %d bytes", ErrMalformed, limit)
 	}
-	applied, last, chans, err := decodeSnapshot(b)
+	applied, last, inst, chans, err := decodeSnapshot(b)
 	if err != nil {
 		return err
 	}
+	s.imu.Lock()
+	s.instances = inst
+	s.imu.Unlock()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -105,17 +122,27 @@ func (s *State) Restore(r io.Reader, limit int64) error {
 	return nil
 }
 
-func decodeSnapshot(b []byte) (applied, lastEpoch uint64, chans []*Channel, err error) {
+func decodeSnapshot(b []byte) (applied, lastEpoch uint64, inst map[string]string, chans []*Channel, err error) {
 	d := dec{b: b, what: "snapshot"}
 	if v := d.u8("version"); d.err == nil && v != snapshotVersion {
 		d.failf("version %d (this node knows %d)", v, snapshotVersion)
 	}
 	applied = d.u64("applied")
 	lastEpoch = d.u64("last epoch")
+	k := d.count("node count", 1<<20, 4)
+	inst = make(map[string]string, k)
+	prevNode := ""
+	for i := 0; i < k && d.err == nil; i++ {
+		n, v := d.name("node"), d.name("instance")
+		if d.err == nil && i > 0 && n <= prevNode {
+			d.failf("node %q is not after %q (names sorted, distinct)", n, prevNode)
+		}
+		inst[n], prevNode = v, n
+	}
 	// A channel takes at least 1+1+8+8+8+8+4 bytes.
 	n := d.count("channel count", 1<<31-1, 38)
 	if d.err != nil {
-		return 0, 0, nil, d.err
+		return 0, 0, nil, nil, d.err
 	}
 	chans = make([]*Channel, 0, n)
 	prev := ""
@@ -140,9 +167,9 @@ func decodeSnapshot(b []byte) (applied, lastEpoch uint64, chans []*Channel, err 
 		chans = append(chans, c)
 	}
 	if err := d.done(); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
-	return applied, lastEpoch, chans, nil
+	return applied, lastEpoch, inst, chans, nil
 }
 
 func decodeChannel(d *dec) *Channel {

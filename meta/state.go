@@ -39,7 +39,11 @@ type State struct {
 	count     atomic.Int64
 	// applied is the index of the last command applied.
 	applied atomic.Uint64
-	observe func(Change)
+	// instances maps a node to its incarnation that may hold streamlets
+	// (NODE_GONE); under imu (Apply writes, anyone reads).
+	imu       sync.RWMutex
+	instances map[string]string
+	observe   func(Change)
 }
 
 // Change describes what one command did to one channel, for observers
@@ -64,7 +68,7 @@ type Change struct {
 
 // New returns an empty state.
 func New() *State {
-	s := &State{}
+	s := &State{instances: make(map[string]string)}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*Channel)
 	}
@@ -282,7 +286,23 @@ func (s *State) holdersCmd(c *Cmd) (Result, []Change) {
 	return ResultOK, []Change{{Channel: c.Channel, Epoch: ch.Epoch, Closed: []role.StreamletRef{cloneRef(r)}}}
 }
 
+// Instance returns the incarnation of node that may hold streamlets, as
+// the last NODE_GONE of it recorded ("", false: none recorded).
+func (s *State) Instance(node string) (string, bool) {
+	s.imu.RLock()
+	defer s.imu.RUnlock()
+	i, ok := s.instances[node]
+	return i, ok
+}
+
 func (s *State) nodeGoneCmd(c *Cmd) (Result, []Change) {
+	s.imu.Lock()
+	if c.Instance == "" {
+		delete(s.instances, c.Node)
+	} else {
+		s.instances[c.Node] = c.Instance
+	}
+	s.imu.Unlock()
 	var changes []Change
 	for i := range s.shards {
 		sh := &s.shards[i]

@@ -154,7 +154,10 @@ func TestHoldersAndNodeGone(t *testing.T) {
 	if r := applied(t, s, Cmd{Kind: KindHolders, Time: t0 + 3*sec, Channel: "c", Epoch: ep, Tail: 9, Add: []string{"a"}}); r != ResultConflict {
 		t.Fatalf("holders of the open one: %v", r)
 	}
-	applied(t, s, Cmd{Kind: KindNodeGone, Time: t0 + 4*sec, Node: "b"})
+	applied(t, s, Cmd{Kind: KindNodeGone, Time: t0 + 4*sec, Node: "b", Instance: "b2"})
+	if i, ok := s.Instance("b"); !ok || i != "b2" {
+		t.Fatalf("instance of b: %q %v", i, ok)
+	}
 	c := mustChan(t, s, "c")
 	if !slices.Equal(c.List[0].Set(), []string{"c", "a"}) || !c.List[1].Lost || c.List[1].End != 21 {
 		t.Fatalf("after b gone: %+v", c.List)
@@ -322,6 +325,7 @@ func TestSnapshotRestoresTheSameState(t *testing.T) {
 	ep := mustChan(t, s, "x").Epoch
 	applied(t, s, openCmd("x", ep, 7, 11, 8, t0+sec, "c"))
 	applied(t, s, Cmd{Kind: KindCreate, Time: t0 + sec, Channel: "empty"})
+	applied(t, s, Cmd{Kind: KindNodeGone, Time: t0 + sec, Node: "n", Instance: "n7"})
 	snap := s.AppendSnapshot(nil)
 	r := New()
 	if err := r.Restore(bytes.NewReader(snap), 1<<20); err != nil {
@@ -335,6 +339,9 @@ func TestSnapshotRestoresTheSameState(t *testing.T) {
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("%s: restored %+v, want %+v", name, got, want)
 		}
+	}
+	if i, ok := r.Instance("n"); !ok || i != "n7" {
+		t.Fatalf("restored instance %q %v", i, ok)
 	}
 	if r.Len() != 2 || r.Applied() != s.Applied() {
 		t.Fatalf("len %d applied %d", r.Len(), r.Applied())
