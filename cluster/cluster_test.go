@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"errors"
 	"io"
+	"net"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/manager"
+	"github.com/sluice-rtm/sluice/meta"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -66,42 +69,29 @@ func TestNodeOps_RoundTrip(t *testing.T) {
 		t.Fatal("a page naming streamlet 1 of a request of 1 decoded")
 	}
 
-	info := role.ChannelInfo{Epoch: 9, Earliest: 100, Next: 117, Streamlets: []role.StreamletRef{
-		{ID: 0, First: 100, End: 107, Closed: true, Lost: true, Expires: 5},
-		{ID: 3, Host: "c", First: 107, End: 114, Closed: true, LeaseEnd: 4, Expires: 6},
-		{ID: 4, Host: "a", Replicas: []string{"a", "b"}, First: 114, LeaseEnd: 8},
-	}}
-	for _, found := range []bool{true, false} {
-		var e wire.NodeEnc
-		encInfo(&e, info, found)
-		got, gotFound, err := decInfo(e.B)
-		want := info
-		if !found {
-			want = role.ChannelInfo{}
-		}
-		if err != nil || gotFound != found || !reflect.DeepEqual(got, want) {
-			t.Fatalf("info (found %v): %+v %v %v", found, got, gotFound, err)
-		}
-	}
-
 	hs := []role.Hosted{
-		{ID: 1, Epoch: 9, First: 100, Host: "b", Len: 7, Sealed: true, Succ: 3, SuccHost: "c", LeaseEnd: 4, LimitMsgs: 10},
+		{ID: 1, Epoch: 9, First: 100, Host: "b", Len: 7, Sealed: true, LeaseEnd: 4, LimitMsgs: 10},
 		{ID: 3, Epoch: 9, First: 107, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10},
 		{ID: 4, Epoch: 9, First: 109, Host: "b", Len: 2, LeaseEnd: 8, LimitMsgs: 10, Replicas: []string{"c", "b"},
 			Sealed: true, Fenced: true, Final: true},
-		{Mark: true, ID: 5, Epoch: 9, First: 111, Reached: 1 << 50, Host: "b"}, // a former manager's mark
 	}
 	e = wire.NodeEnc{}
 	encHosted(&e, hs)
-	if got, err := decHosted(e.B, "b"); err != nil || !reflect.DeepEqual(got, hs) {
+	if got, err := DecodeHosted(e.B, "b"); err != nil || !reflect.DeepEqual(got, hs) {
 		t.Fatalf("hosted %+v %v, want %+v", got, err, hs)
 	}
-	// A mark carries no streamlet flags.
-	e = wire.NodeEnc{}
-	encHosted(&e, hs[3:])
-	e.B[2+8+8+8+4] |= hostedSealed
-	if got, err := decHosted(e.B, "b"); err == nil {
-		t.Fatalf("a sealed mark decoded: %+v", got)
+	// Unknown flags are malformed.
+	e.B[2+8+8+8+4] |= 0x40
+	if got, err := DecodeHosted(e.B, "b"); err == nil {
+		t.Fatalf("unknown flags decoded: %+v", got)
+	}
+	// FENCE's answer.
+	for _, tl := range []role.Tail{{Held: 7}, {Held: 9, Final: true}} {
+		e = wire.NodeEnc{}
+		encTail(&e, tl)
+		if got, err := decTail(e.B); err != nil || got != tl {
+			t.Fatalf("tail %+v %v, want %+v", got, err, tl)
+		}
 	}
 }
 
@@ -138,17 +128,8 @@ func TestNodeOps_BadReplicaSets(t *testing.T) {
 // is refused before anything is allocated for it.
 func TestNodeOps_CountsBoundedByTheBody(t *testing.T) {
 	var e wire.NodeEnc
-	e.U8(1)
-	e.U64(1)
-	e.U64(1)
-	e.U64(1)
-	e.U16(0xFFFF) // 65535 streamlets in a few bytes
-	if _, _, err := decInfo(e.B); err == nil {
-		t.Fatal("an info claiming 65535 streamlets in 27 bytes decoded")
-	}
-	e = wire.NodeEnc{}
 	e.U16(0xFFFF)
-	if _, err := decHosted(e.B, "b"); err == nil {
+	if _, err := DecodeHosted(e.B, "b"); err == nil {
 		t.Fatal("a hosted list claiming 65535 entries in 2 bytes decoded")
 	}
 	e = wire.NodeEnc{}
@@ -173,23 +154,41 @@ func TestNodeOps_CountsBoundedByTheBody(t *testing.T) {
 	}
 }
 
-// testCluster is a Cluster of view members (no membership started).
+// testCluster is a view of members (name to its message rate), every one
+// recorded in the state with its incarnation, except those named "-NAME"
+// in down; the others in down are marked down.
 func testCluster(self string, members map[string]float64, down ...string) *Cluster {
-	c := &Cluster{self: self, members: make(map[string]member), down: make(map[string]int64)}
-	for name, load := range members {
-		c.members[name] = member{Name: name, Cap: 1, Load: nodeMeta{MsgsIn: load}}
-	}
+	st := meta.New()
+	c := &Cluster{self: self, instance: "i-" + self, st: st, members: make(map[string]member), down: make(map[string]int64)}
+	unrecorded := map[string]bool{}
 	for _, n := range down {
-		c.down[n] = 1 << 62
+		if n[0] == '-' {
+			unrecorded[n[1:]] = true
+		} else {
+			c.down[n] = 1 << 62
+		}
+	}
+	for name, load := range members {
+		c.members[name] = member{Name: name, Cap: 1, Load: nodeMeta{MsgsIn: load, Inst: "i-" + name}}
+		if !unrecorded[name] {
+			st.ApplyCmd(st.Applied()+1, &meta.Cmd{Kind: meta.KindNodeGone, Node: name, Instance: "i-" + name})
+		}
 	}
 	c.rebuildSnap()
 	return c
 }
 
+// nopTransport enrolls nothing (a cluster of one dials no link).
+type nopTransport struct{}
+
+func (nopTransport) Enroll(net.Conn, Enrolled, time.Time) error {
+	return errors.New("cluster test: no event loops")
+}
+
 // TestChoose_HostOfANewStreamlet: the host of a new streamlet is another
-// node than the manager whenever there is one, never an excluded or down
-// node, the manager itself only when it is alone, and none when every
-// node is excluded.
+// node than the manager (the leader) whenever there is one, never an
+// excluded, down or unrecorded node, the manager itself only when it is
+// alone, and none when every node is excluded.
 func TestChoose_HostOfANewStreamlet(t *testing.T) {
 	three := map[string]float64{"a": 0, "b": 0, "c": 0}
 	for _, tc := range []struct {
@@ -202,6 +201,7 @@ func TestChoose_HostOfANewStreamlet(t *testing.T) {
 		{"three nodes: not the manager", three, nil, nil, []string{"b", "c"}},
 		{"one excluded", three, nil, []string{"b"}, []string{"c"}},
 		{"one down", three, []string{"c"}, nil, []string{"b"}},
+		{"one not recorded", three, []string{"-b"}, nil, []string{"c"}},
 		{"others excluded: the manager", three, nil, []string{"b", "c"}, []string{"a"}},
 		{"alone", map[string]float64{"a": 0}, nil, nil, []string{"a"}},
 		{"everyone excluded", three, nil, []string{"a", "b", "c"}, nil},
@@ -249,19 +249,26 @@ func (nopGateway) Conns() int                  { return 0 }
 func (nopGateway) CutOff()                     {}
 
 // TestShutdown_StopsEveryGoroutine: the pool's workers, the interest
-// worker and the pool's running calls end with Shutdown, and Go refuses
-// work afterwards. The cluster's own goroutines are counted the instant
+// worker, the leader watcher, the metadata log and the pool's running
+// calls end with Shutdown, and Go refuses work afterwards. The cluster's own goroutines are counted the instant
 // Shutdown returns (internal/owned), with no grace period: a call still
 // running then (its 200 ms stand for a request waiting for the network)
 // fails it, though goleak's retries, which follow, would let it pass.
 func TestShutdown_StopsEveryGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	h := host.New("a", time.Now)
-	m := manager.New(manager.Config{Node: "a", Host: h, NewID: h.NewID, Clock: time.Now,
+	st := meta.New()
+	c := New(Config{Self: "a", Instance: "i1", Host: h, State: st, Gateway: nopGateway{},
+		Options: Options{Listen: "127.0.0.1:0", RaftTimeout: 100 * time.Millisecond},
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
+	m := manager.New(manager.Config{Node: "a", NewID: h.NewID, Clock: time.Now, State: st, Log: c, Cluster: c.Hooks(),
 		Limits: func(string) role.Limits {
 			return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
 		}})
-	c := New(Config{Self: "a", Manager: m, Host: h, Gateway: nopGateway{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now})
+	c.SetManager(m)
+	if err := c.Start("127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
 	ran := make(chan struct{})
 	if !c.Go(func() { close(ran) }) {
 		t.Fatal("Go refused work on a running cluster")

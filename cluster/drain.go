@@ -15,17 +15,16 @@ import (
 // Graceful drain and streamlet copies (DESIGN.md, "Drain and copies").
 //
 // A draining node gossips it (nodeMeta.Drain), so every view, its own
-// included, marks it placement.Draining: it is chosen neither as a host
-// nor as a manager. Its host takes no new streamlets and seals the open
-// ones (host.SetDraining); the channels it managed move to the next
-// manager in every view, which rebuilds them from the hosts' reports (the
-// draining node still answers LIST, reads and feeds, and passes manager
-// requests that still reach it on to the new manager). Each manager's
-// Tick finds the closed streamlets whose holder is not Usable and has a
-// live node chosen by load copy them (OP_COPY: the target reads the
-// streamlet from the holder with NODE_READ and adopts the complete copy,
-// copyHere), then lists the target as the holder. The draining node is
-// done when no streamlet it holds is listed with it as the only holder
+// included, marks it placement.Draining: it gets no new streamlet. Its host
+// takes no new streamlets and seals the open ones (host.SetDraining); if it
+// is a voter of the metadata log it is demoted, and if it leads, it hands
+// the leadership over first (package cluster/metalog). The leader's
+// manager closes the open streamlets it holds (it is no longer usable) and
+// copies the closed ones to live nodes chosen by load (OP_COPY: the target
+// reads the streamlet from the holder with NODE_READ and adopts the
+// complete copy, copyHere), then commits the target as a holder. The
+// draining node is done when no streamlet it holds is listed, in its own
+// replica of the committed state, with it as the only usable holder
 // (DrainLeft, drainPending).
 
 // StartDrain puts the node in lame-duck mode: it gossips that it drains,
@@ -53,21 +52,6 @@ func (c *Cluster) Draining() bool { return c.draining.Load() }
 // this node to drain (OP_DRAIN); the server then drains and exits.
 func (c *Cluster) DrainRequested() <-chan struct{} { return c.drainReq }
 
-// usable reports whether node is a live member (in this node's view, not
-// marked down) that does not drain: a holder that keeps what it holds.
-// What a draining holder holds is copied elsewhere; so is what a dead
-// replica held, from the replicas left (re-replication).
-func (c *Cluster) usable(node string) bool {
-	if node == c.self {
-		return !c.draining.Load()
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	m, ok := c.members[node]
-	_, down := c.down[node]
-	return ok && !down && !m.Load.Drain
-}
-
 // usableOthers counts the live members other than this node that do not
 // drain: the nodes a draining node's streamlets can go to.
 func (c *Cluster) usableOthers() int {
@@ -84,8 +68,7 @@ func (c *Cluster) usableOthers() int {
 
 // drainPending counts the streamlets of one channel that this node (self)
 // holds, as its host reports them (hs), whose data is nowhere else yet,
-// given the channel's list as its manager answered it (found false: the
-// manager knows no such channel). A streamlet still open, or closed in the
+// given the channel's committed list (found false: no such channel). A streamlet still open, or closed in the
 // list with no usable holder but self, is pending; one the list does not
 // have (expired, or never listed: an orphan) or lists as lost has nothing
 // left to save; one listed with another usable holder (not draining too)
@@ -113,40 +96,21 @@ func drainPending(self string, hs []role.Hosted, info role.ChannelInfo, found bo
 }
 
 // DrainLeft reports how many streamlets this node holds whose data no
-// other node holds yet, asking each channel's manager for its list (which
-// also makes a manager that took a channel over rebuild it, and so start
-// copying it). Channels found safe are not asked again, except in a full
-// pass before the count first reaches 0 (a holder may have died since):
-// a poll costs one INFO per channel still pending. noTarget is set when
-// no other live node can take them: a drain then has nothing to wait
-// for. It waits for the network; one caller at a time (the drain).
+// other usable node holds yet, by the committed lists of this node's
+// state. noTarget is set when no other usable node can take them: a drain
+// then has nothing to wait for. Any goroutine; it does not wait.
 func (c *Cluster) DrainLeft() (left int, noTarget bool) {
 	if c.usableOthers() == 0 {
 		return 0, true
 	}
-	full := c.drainSafe == nil
-	if full {
-		c.drainSafe = make(map[string]bool)
-	}
 	for _, ch := range c.host.Channels() {
-		if c.drainSafe[ch] {
-			continue
-		}
 		hs, _ := c.host.List(ch)
-		info, found, err := c.info(ch, false)
-		if err != nil {
-			left += len(hs) // cannot tell: wait and ask again
-			continue
+		var info role.ChannelInfo
+		cur, found := c.st.Channel(ch)
+		if found {
+			info = cur.Info(0)
 		}
-		n := drainPending(c.self, hs, info, found, c.usable)
-		left += n
-		if n == 0 {
-			c.drainSafe[ch] = true
-		}
-	}
-	if left == 0 && !full {
-		c.drainSafe = nil // confirm with a full pass
-		return c.DrainLeft()
+		left += drainPending(c.self, hs, info, found, c.usable)
 	}
 	return left, false
 }
@@ -182,10 +146,10 @@ func (pc *pendingCopy) signal() {
 var errCopy = errors.New("cluster: copy failed")
 
 // copyHere makes this node hold a complete copy of the closed streamlet
-// ref of channel, read from its holder ref.Host (NODE_READ from record 0;
-// the feed fills the copy, fillAdoption), then adopted with the holder's own
-// report of it (epoch, successor, length). Holding it already is success.
-// It waits for the network, at most copyTimeout.
+// ref of channel (its committed entry), read from its holder ref.Host
+// (NODE_READ from record 0; the feed fills the copy, fillAdoption), then
+// adopted once it holds exactly the committed records. Holding it already
+// is success. It waits for the network, at most copyTimeout.
 func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) error {
 	if c.host.Streamlet(ref.ID) != nil {
 		return nil
@@ -234,43 +198,20 @@ func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) 
 	if pc.s.BrokenAt() != 0 {
 		return fmt.Errorf("%w: streamlet %d: the link to %s failed", errCopy, ref.ID, ref.Host)
 	}
-	hs, err := remoteHost{c, ref.Host}.List(channel)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errCopy, err)
-	}
-	i := slices.IndexFunc(hs, func(h role.Hosted) bool { return h.ID == ref.ID })
-	if i < 0 {
-		return fmt.Errorf("%w: %s no longer holds streamlet %d", errCopy, ref.Host, ref.ID)
-	}
-	if hs[i].Epoch != epoch || !hs[i].Sealed {
-		return fmt.Errorf("%w: %s reports streamlet %d in epoch %d sealed %v, want a sealed one of epoch %d", errCopy,
-			ref.Host, ref.ID, hs[i].Epoch, hs[i].Sealed, epoch)
-	}
-	// This node leads the set, as the manager lists it once the copy is
-	// made (manager.chanState.addHolder): its report then agrees with the
-	// list when a manager rebuilds the channel from the hosts.
-	meta := hs[i]
-	set := meta.Replicas
-	if len(set) == 0 {
-		set = []string{ref.Host}
-	}
-	// Without this node in the rest: the holder's record may still name
-	// it (a replica this node was before it restarted), and a set with a
-	// repeated name is malformed in LIST.
-	meta.Replicas = []string{c.self}
-	for _, n := range set {
-		if n != c.self && !slices.Contains(meta.Replicas, n) {
-			meta.Replicas = append(meta.Replicas, n)
+	// This node leads the set, as the committed HOLDERS will list it.
+	set := []string{c.self}
+	for _, n := range ref.Set() {
+		if n != c.self && len(set) < maxReplicas {
+			set = append(set, n)
 		}
 	}
-	if len(meta.Replicas) > 16 {
-		meta.Replicas = meta.Replicas[:16]
-	}
+	meta := role.Hosted{ID: ref.ID, Epoch: epoch, First: ref.First, Len: uint32(ref.End - ref.First), Sealed: true,
+		LimitMsgs: uint32(max(l.Msgs, 0)), Replicas: set}
 	if err := c.host.Adopt(pc.s, meta); err != nil {
 		return fmt.Errorf("%w: %v", errCopy, err)
 	}
 	done = true
-	c.log.Debug("sluice cluster: holding a copy", "channel", channel, "streamlet", ref.ID, "from", ref.Host, "records", hs[i].Len)
+	c.log.Debug("sluice cluster: holding a copy", "channel", channel, "streamlet", ref.ID, "from", ref.Host, "records", meta.Len)
 	return nil
 }
 
@@ -326,7 +267,8 @@ func (c *Cluster) copyTo(to, channel string, epoch uint64, ref role.StreamletRef
 }
 
 // encCopy encodes OP_COPY's request: str8 channel, u64 epoch, u64 id,
-// str8 holder, u64 first, u64 end (PROTOCOL.md 9.5).
+// str8 holder (the one to read from), u64 first, u64 end (PROTOCOL.md
+// 9.5).
 func encCopy(e *wire.NodeEnc, channel string, epoch uint64, ref role.StreamletRef) {
 	e.Str8(channel)
 	e.U64(epoch)
@@ -337,10 +279,13 @@ func encCopy(e *wire.NodeEnc, channel string, epoch uint64, ref role.StreamletRe
 }
 
 // decCopy decodes OP_COPY's request; d's sticky error reports a
-// malformed body.
+// malformed body (a holder missing, an end before the first).
 func decCopy(d *wire.NodeDec) (channel string, epoch uint64, ref role.StreamletRef) {
 	channel, epoch = d.Str8(), d.U64()
 	ref.ID, ref.Host, ref.First, ref.End, ref.Closed = d.U64(), d.Str8(), d.U64(), d.U64(), true
+	if d.Err() == nil && (ref.Host == "" || ref.End < ref.First || ref.End-ref.First > 1<<32-1) {
+		d.Fail("COPY: holder %q, positions %d..%d", ref.Host, ref.First, ref.End)
+	}
 	return channel, epoch, ref
 }
 
@@ -370,25 +315,3 @@ func (c *Cluster) serveDrain(node string) error {
 // drain (OP_DRAIN); it returns once the request was accepted.
 func (c *Cluster) Drain(node string) error { return c.serveDrain(node) }
 
-// forward serves a manager request that reached a draining node for a
-// channel it no longer manages: the new manager in this node's view
-// answers it (so a peer whose view is a moment old is served, and this
-// node builds no state for the channel). It reports false when the
-// request is this node's to serve.
-func (c *Cluster) forward(op wire.NodeOp, channel string, body []byte) (status uint8, res []byte, text string, ok bool) {
-	if !c.draining.Load() {
-		return 0, nil, "", false
-	}
-	m, found := c.managerOf(channel)
-	if !found || m == c.self {
-		return 0, nil, "", false
-	}
-	b, err := c.call(m, op, body)
-	if err != nil {
-		if oe, isOp := errors.AsType[*opError](err); isOp {
-			return oe.status, nil, oe.text, true
-		}
-		return wire.NodeFailed, nil, err.Error(), true
-	}
-	return wire.NodeOK, b, "", true
-}

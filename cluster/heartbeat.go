@@ -11,9 +11,9 @@ import (
 // interval (a quarter of the RPC timeout); the peer answers PONG (9.2).
 // A link on which nothing at all arrived for two RPC timeouts is dead:
 // it is closed, which fails everything in flight on it (NODE_APPENDs and
-// requests alike) and marks the peer down, so that the channels this node
-// manages lose the peer's streamlets and this node's copies fed by it end
-// and are looked up again. Without it a paused or cut-off host held a
+// requests alike) and marks the peer down, so that it gets no new
+// streamlet for a while and this node's copies fed by it end and are read
+// again. Without it a paused or cut-off host held a
 // gateway's NODE_APPEND, and the copies it fed, forever: nothing else
 // bounds them.
 //
@@ -31,8 +31,8 @@ func (c *Cluster) heartbeatEvery() time.Duration { return max(c.rpcTimeout()/4, 
 func (c *Cluster) callTimeout() time.Duration { return 3 * c.rpcTimeout() }
 
 // StaleAfter is how long a gateway's read stream may stand still before
-// it asks its channel's manager again (two RPC timeouts; package engine,
-// progress.go).
+// it looks at its channel's list and the open streamlet's length again
+// (two RPC timeouts; package engine, progress.go).
 func (c *Cluster) StaleAfter() time.Duration { return 2 * c.rpcTimeout() }
 
 // silenceLimit is how long a link may receive nothing before it is
@@ -71,13 +71,11 @@ func heartbeatPaused(now, lastTick int64, timeout time.Duration) bool {
 }
 
 // heartbeat checks every link and pings the live ones; it dials the
-// members that are alive in the membership but were unreachable, so that
-// the quorum (quorum.go) counts them again as soon as they answer.
+// members that are alive in the membership but were unreachable.
 func (c *Cluster) heartbeat(now time.Time) {
 	paused := heartbeatPaused(now.UnixNano(), c.lastBeat, c.rpcTimeout())
 	c.lastBeat = now.UnixNano()
 	c.redial()
-	c.checkAway(now)
 	c.nudgeSenders(now.UnixNano(), paused)
 	c.mu.RLock()
 	links := make([]*Link, 0, len(c.links))

@@ -367,7 +367,11 @@ func (l *Link) receive(h wire.Header, body []byte) error {
 
 // fillCopy applies a NODE_FEED (on the link's loop) to this node's copy
 // of the streamlet: records are appended with their original stamps, a
-// sealed or gone feed ends the copy, and the channel's readers are woken.
+// sealed feed completes the copy, a gone one breaks it (the host does not
+// hold the streamlet: not yet, since a committed streamlet may be read
+// before its host got it, or not any more: the readers read it again
+// until the committed list says what became of it), and the channel's
+// readers are woken.
 func (c *Cluster) fillCopy(f wire.NodeFeed, stamps, run []byte) {
 	s := c.gw.Copy(f.Streamlet)
 	if s == nil {
@@ -378,7 +382,10 @@ func (c *Cluster) fillCopy(f wire.NodeFeed, stamps, run []byte) {
 		var ext bool
 		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
 		return p, ext, wire.FeedStamp(stamps, i)
-	}, f.Flags&(wire.FeedSealed|wire.FeedGone) != 0)
+	}, f.Flags&wire.FeedSealed != 0)
+	if f.Flags&wire.FeedGone != 0 {
+		s.Break()
+	}
 	c.gw.Wake(s.Channel())
 }
 

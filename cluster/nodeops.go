@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/manager"
@@ -51,7 +52,7 @@ func decNames(d *wire.NodeDec) []string {
 	out := make([]string, 0, n)
 	for i := 0; i < n; i++ {
 		s := d.Str8()
-		if d.Err() == nil && (s == "" || contains(out, s)) {
+		if d.Err() == nil && (s == "" || slices.Contains(out, s)) {
 			d.Fail("replica %d: %q empty or repeated", i, s)
 		}
 		out = append(out, s)
@@ -195,81 +196,22 @@ const (
 	refReplicated = 4 // the entry ends with its replica set
 )
 
-// refMinLen is the smallest encoded role.StreamletRef (empty host).
-const refMinLen = 8 + 1 + 8 + 8 + 1 + 8 + 8
+// LIST (PROTOCOL.md 9.5) reports the streamlets of a channel a node
+// hosts: diagnostics only (bench/cluster's spread, read-only), nothing
+// decides on it. Entry: u64 id, u64 epoch, u64 first, u32 len, u8 flags,
+// i64 lease end, u32 message limit, then, when REPLICATED, the replica
+// set (u8 n, n x str8).
 
-func encInfo(e *wire.NodeEnc, info role.ChannelInfo, found bool) {
-	if !found {
-		e.U8(0)
-		return
-	}
-	e.U8(1)
-	e.U64(info.Epoch)
-	e.U64(info.Earliest)
-	e.U64(info.Next)
-	e.U16(uint16(len(info.Streamlets)))
-	for _, r := range info.Streamlets {
-		e.U64(r.ID)
-		e.Str8(r.Host)
-		e.U64(r.First)
-		e.U64(r.End)
-		var f uint8
-		if r.Closed {
-			f |= refClosed
-		}
-		if r.Lost {
-			f |= refLost
-		}
-		if len(r.Replicas) > 1 {
-			f |= refReplicated
-		}
-		e.U8(f)
-		e.I64(r.LeaseEnd)
-		e.I64(r.Expires)
-		if len(r.Replicas) > 1 {
-			encNames(e, r.Replicas)
-		}
-	}
-}
+// hostedMinLen is the smallest encoded entry.
+const hostedMinLen = 8 + 8 + 8 + 4 + 1 + 8 + 4
 
-func decInfo(body []byte) (role.ChannelInfo, bool, error) {
-	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
-	if d.U8() == 0 {
-		return role.ChannelInfo{}, false, d.Done()
-	}
-	info := role.ChannelInfo{Epoch: d.U64(), Earliest: d.U64(), Next: d.U64()}
-	n := int(d.U16())
-	if d.Err() == nil && n*refMinLen > len(body) {
-		d.Fail("%d streamlets cannot fit in %d bytes", n, len(body))
-	}
-	if d.Err() != nil {
-		return role.ChannelInfo{}, false, d.Err()
-	}
-	info.Streamlets = make([]role.StreamletRef, 0, n)
-	for i := 0; i < n; i++ {
-		r := role.StreamletRef{ID: d.U64(), Host: d.Str8(), First: d.U64(), End: d.U64()}
-		f := d.U8()
-		if d.Err() == nil && f&^(refClosed|refLost|refReplicated) != 0 {
-			d.Fail("streamlet %d: unknown flags 0x%02x", i, f)
-		}
-		r.Closed, r.Lost = f&refClosed != 0, f&refLost != 0
-		r.LeaseEnd, r.Expires = d.I64(), d.I64()
-		if f&refReplicated != 0 {
-			r.Replicas = decNames(d)
-			if d.Err() == nil && r.Replicas[0] != r.Host {
-				d.Fail("streamlet %d: first replica %q is not the host %q", i, r.Replicas[0], r.Host)
-			}
-		}
-		if d.Err() != nil {
-			return role.ChannelInfo{}, false, d.Err()
-		}
-		info.Streamlets = append(info.Streamlets, r)
-	}
-	return info, true, d.Done()
-}
-
-// hostedMinLen is the smallest encoded role.Hosted (empty successor host).
-const hostedMinLen = 8 + 8 + 8 + 4 + 1 + 8 + 1 + 8 + 4
+// LIST entry flags.
+const (
+	hostedSealed     = 1
+	hostedFenced     = 2
+	hostedFinal      = 4
+	hostedReplicated = 8 // the entry ends with its replica set
+)
 
 func encHosted(e *wire.NodeEnc, hs []role.Hosted) {
 	e.U16(uint16(min(len(hs), 0xFFFF)))
@@ -291,13 +233,7 @@ func encHosted(e *wire.NodeEnc, hs []role.Hosted) {
 		if len(h.Replicas) > 1 {
 			f |= hostedReplicated
 		}
-		succ := h.Succ
-		if h.Mark {
-			f, succ = hostedMark, h.Reached // a mark carries Reached where a streamlet has its successor
-		}
 		e.U8(f)
-		e.U64(succ)
-		e.Str8(h.SuccHost)
 		e.I64(h.LeaseEnd)
 		e.U32(h.LimitMsgs)
 		if len(h.Replicas) > 1 {
@@ -306,17 +242,9 @@ func encHosted(e *wire.NodeEnc, hs []role.Hosted) {
 	}
 }
 
-// HOSTED flags.
-const (
-	hostedSealed     = 1
-	hostedFenced     = 2
-	hostedFinal      = 4
-	hostedReplicated = 8  // the entry ends with its replica set
-	hostedMark       = 16 // a former manager's mark (role.Hosted.Mark), not a streamlet
-)
-
-// decHosted decodes an OpList result from node host.
-func decHosted(body []byte, host string) ([]role.Hosted, error) {
+// DecodeHosted decodes a LIST result from node host (also bench/cluster's
+// probe: one decoder, fuzzed).
+func DecodeHosted(body []byte, host string) ([]role.Hosted, error) {
 	d := wire.NewNodeDec(wire.TypeNodeResponse, body)
 	n := int(d.U16())
 	if d.Err() == nil && n*hostedMinLen > len(body) {
@@ -329,17 +257,11 @@ func decHosted(body []byte, host string) ([]role.Hosted, error) {
 	for i := 0; i < n; i++ {
 		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: host}
 		f := d.U8()
-		if d.Err() == nil && f&^(hostedSealed|hostedFenced|hostedFinal|hostedReplicated|hostedMark) != 0 {
+		if d.Err() == nil && f&^(hostedSealed|hostedFenced|hostedFinal|hostedReplicated) != 0 {
 			d.Fail("streamlet %d: unknown flags 0x%02x", i, f)
 		}
-		if d.Err() == nil && f&hostedMark != 0 && f != hostedMark {
-			d.Fail("streamlet %d: a mark with streamlet flags 0x%02x", i, f)
-		}
 		h.Sealed, h.Fenced, h.Final = f&hostedSealed != 0, f&hostedFenced != 0, f&hostedFinal != 0
-		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
-		if f&hostedMark != 0 {
-			h.Mark, h.Reached, h.Succ = true, h.Succ, 0
-		}
+		h.LeaseEnd, h.LimitMsgs = d.I64(), d.U32()
 		if f&hostedReplicated != 0 {
 			h.Replicas = decNames(d)
 		}
@@ -352,10 +274,9 @@ func decHosted(body []byte, host string) ([]role.Hosted, error) {
 }
 
 // FENCE result flags.
-const tailFinal = 1
+const tailFinal = 0x01
 
-// encTail encodes a FENCE result: u8 flags (0x01 FINAL), u32 held, u64
-// successor, str8 successor host.
+// encTail encodes a FENCE result: u8 flags (0x01 FINAL), u32 held.
 func encTail(e *wire.NodeEnc, t role.Tail) {
 	var f uint8
 	if t.Final {
@@ -363,15 +284,13 @@ func encTail(e *wire.NodeEnc, t role.Tail) {
 	}
 	e.U8(f)
 	e.U32(t.Held)
-	e.U64(t.Succ)
-	e.Str8(t.SuccHost)
 }
 
 func decTail(b []byte) (role.Tail, error) {
 	d := wire.NewNodeDec(wire.TypeNodeResponse, b)
 	f := d.U8()
-	t := role.Tail{Final: f&tailFinal != 0, Held: d.U32(), Succ: d.U64(), SuccHost: d.Str8()}
-	if d.Err() == nil && f&^tailFinal != 0 {
+	t := role.Tail{Held: d.U32(), Final: f&tailFinal != 0}
+	if f&^tailFinal != 0 {
 		d.Fail("FENCE: unknown flags 0x%02x", f)
 	}
 	return t, d.Done()
@@ -417,21 +336,21 @@ func (e *opError) Is(target error) bool {
 	switch e.status {
 	case wire.NodeUnknown:
 		return target == role.ErrUnknownStreamlet
-	case wire.NodeStale:
-		return target == role.ErrSuccessorTaken
+	case wire.NodeNotLeader:
+		return target == role.ErrNotLeader
+	case wire.NodeOverload, wire.NodeUnavailable:
+		return target == role.ErrUnavailable
 	}
 	return false
 }
 
 // UNREACHABLE (PROTOCOL.md 9.5): the request names the channel, the
-// streamlet, its orderer and the follower it cannot reach, and whether a
-// node other than the orderer passed it on (relayed: it is not passed on
-// again); the result is the streamlet's state once recovered.
+// streamlet, its orderer and the follower it cannot reach; the result is
+// the streamlet's state once recovered.
 type unreachableReq struct {
 	Channel           string
 	ID                uint64
 	Orderer, Follower string
-	Relayed           bool
 }
 
 func encUnreachable(e *wire.NodeEnc, r unreachableReq) {
@@ -439,21 +358,10 @@ func encUnreachable(e *wire.NodeEnc, r unreachableReq) {
 	e.U64(r.ID)
 	e.Str8(r.Orderer)
 	e.Str8(r.Follower)
-	if r.Relayed {
-		e.U8(1)
-	} else {
-		e.U8(0)
-	}
 }
 
 func decUnreachable(d *wire.NodeDec) unreachableReq {
-	r := unreachableReq{Channel: d.Str8(), ID: d.U64(), Orderer: d.Str8(), Follower: d.Str8()}
-	relayed := d.U8()
-	if d.Err() == nil && relayed > 1 {
-		d.Fail("UNREACHABLE: relayed %d, want 0 or 1", relayed)
-	}
-	r.Relayed = relayed == 1
-	return r
+	return unreachableReq{Channel: d.Str8(), ID: d.U64(), Orderer: d.Str8(), Follower: d.Str8()}
 }
 
 // recoveredLost is the LOST flag of UNREACHABLE's result.

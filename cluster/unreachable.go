@@ -1,14 +1,8 @@
 package cluster
 
 import (
-	"errors"
-	"fmt"
-	"slices"
-
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/manager"
-	"github.com/sluice-rtm/sluice/placement"
-	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -27,11 +21,8 @@ import (
 // applied here too (applyRecovered), for when the manager could not reach
 // this node: the acknowledgements it covers go out, the publishes beyond
 // it get a retriable refusal (not stored), never a wrong PUBACK. The
-// request goes to the manager of the whole membership (not this node's
-// view, which has left the follower out since the link failed: a manager
-// of that view alone could take a channel it does not manage); when that
-// node cannot be reached it goes through another member, which passes it
-// on once.
+// request goes to the leader of the metadata log, whose manager decides
+// every change of the lists.
 
 // stallClock watches one follower's acknowledgements (the heartbeat's;
 // pure: time comes in as an argument).
@@ -105,70 +96,21 @@ func (c *Cluster) askRecovery(s *host.Streamlet, follower string) {
 	c.applyRecovered(s, r)
 }
 
-// unreachable sends req to the channel's manager in the whole membership,
-// or runs it here when that is this node; when the manager cannot be
-// reached, through the other members in turn (relayed).
+// unreachable sends req to the leader's manager (here when this node
+// leads).
 func (c *Cluster) unreachable(req unreachableReq) (manager.Recovered, error) {
-	mgr, others := c.membershipManager(req.Channel)
-	if mgr == "" {
-		return manager.Recovered{}, fmt.Errorf("%w: no member manages %q", role.ErrNoHost, req.Channel)
-	}
-	if mgr == c.self {
-		return c.mgr.Unreachable(req.Channel, req.ID, req.Orderer, req.Follower)
-	}
 	var e wire.NodeEnc
 	encUnreachable(&e, req)
-	b, err := c.call(mgr, wire.OpUnreachable, e.B)
-	if errors.Is(err, ErrLinkDown) {
-		// The relay is not the manager: it passes the request on.
-		for _, via := range relays(others, mgr, req.Follower) {
-			if b, err = c.call(via, wire.OpUnreachable, e.B); !errors.Is(err, ErrLinkDown) {
-				break
-			}
-		}
-	}
-	if err != nil {
-		return manager.Recovered{}, err
+	var r manager.Recovered
+	b, err := c.leaderCall(wire.OpUnreachable, e.B, func() ([]byte, error) {
+		var err error
+		r, err = c.mgr.Unreachable(req.Channel, req.ID, req.Orderer, req.Follower)
+		return nil, err
+	})
+	if err != nil || b == nil {
+		return r, err
 	}
 	return decRecovered(b)
-}
-
-// relays lists the members that may pass a request on to mgr: every
-// other member but mgr and the follower (pure; members is sorted).
-func relays(members []string, mgr, follower string) []string {
-	var out []string
-	for _, n := range members {
-		if n != mgr && n != follower {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// membershipManager returns the manager of channel among every member
-// alive in the membership, the ones this node marked down after a link
-// failure included, and the other members, sorted.
-func (c *Cluster) membershipManager(channel string) (string, []string) {
-	c.mu.RLock()
-	nodes := make([]placement.Node, 0, len(c.members))
-	var others []string
-	for _, m := range c.members {
-		nodes = append(nodes, c.placementNode(m))
-		if m.Name != c.self {
-			others = append(others, m.Name)
-		}
-	}
-	c.mu.RUnlock()
-	slices.Sort(others)
-	snap, err := placement.NewSnapshot(nodes, placement.Options{})
-	if err != nil {
-		return "", others
-	}
-	id, ok := snap.Manager(channel)
-	if !ok {
-		return "", others
-	}
-	return string(id), others
 }
 
 // applyRecovered ends this node's replica of s as the manager recovered
@@ -192,20 +134,8 @@ func (c *Cluster) applyRecovered(s *host.Streamlet, r manager.Recovered) {
 	}
 }
 
-// serveUnreachable is UNREACHABLE at this node: the manager recovers;
-// another node passes a request it got from the orderer on to the manager
-// in its view, once.
+// serveUnreachable is UNREACHABLE at the leader.
 func (c *Cluster) serveUnreachable(req unreachableReq) ([]byte, error) {
-	if !c.managed(req.Channel) {
-		mgr, ok := c.managerOf(req.Channel)
-		if req.Relayed || !ok || mgr == c.self {
-			return nil, fmt.Errorf("%w: %q is not managed here", role.ErrChannelMoved, req.Channel)
-		}
-		req.Relayed = true
-		var e wire.NodeEnc
-		encUnreachable(&e, req)
-		return c.call(mgr, wire.OpUnreachable, e.B)
-	}
 	r, err := c.mgr.Unreachable(req.Channel, req.ID, req.Orderer, req.Follower)
 	if err != nil {
 		return nil, err

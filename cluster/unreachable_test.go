@@ -40,24 +40,13 @@ func TestStallClock(t *testing.T) {
 	}
 }
 
-// TestRelays: a request for an unreachable manager goes through every
-// other member but the manager and the follower the orderer cannot reach.
-func TestRelays(t *testing.T) {
-	if got := relays([]string{"a", "c", "d", "e"}, "a", "c"); !reflect.DeepEqual(got, []string{"d", "e"}) {
-		t.Fatalf("relays %v", got)
-	}
-	if got := relays([]string{"a", "c"}, "a", "c"); got != nil {
-		t.Fatalf("relays %v, want none", got)
-	}
-}
-
 // TestNodeOps_Unreachable: UNREACHABLE's request and result decode to
-// what was encoded; bad flags, a relayed byte other than 0 or 1 and a lost
-// result with a length or replicas are malformed.
+// what was encoded; bad flags, a trailing byte and a lost result with a
+// length or replicas are malformed.
 func TestNodeOps_Unreachable(t *testing.T) {
 	for _, req := range []unreachableReq{
 		{Channel: "orders", ID: 77, Orderer: "b", Follower: "c"},
-		{Channel: "x", ID: 1 << 60, Orderer: "a", Follower: "b", Relayed: true},
+		{Channel: "x", ID: 1 << 60, Orderer: "a", Follower: "b"},
 	} {
 		var e wire.NodeEnc
 		encUnreachable(&e, req)
@@ -68,10 +57,10 @@ func TestNodeOps_Unreachable(t *testing.T) {
 	}
 	var e wire.NodeEnc
 	encUnreachable(&e, unreachableReq{Channel: "x", ID: 1, Orderer: "a", Follower: "b"})
-	e.B[len(e.B)-1] = 2
+	e.B = append(e.B, 0)
 	d := wire.NewNodeDec(wire.TypeNodeRequest, e.B)
 	if decUnreachable(d); d.Done() == nil {
-		t.Fatal("relayed 2 decoded")
+		t.Fatal("a trailing byte decoded")
 	}
 	for _, r := range []manager.Recovered{
 		{Len: 7, Replicas: []string{"b", "c"}},
@@ -104,7 +93,7 @@ func TestNodeOps_Unreachable(t *testing.T) {
 func TestNodeOps_UnreachableGolden(t *testing.T) {
 	var e wire.NodeEnc
 	encUnreachable(&e, unreachableReq{Channel: "orders", ID: 42, Orderer: "b", Follower: "c"})
-	want := "000000154200000000051106" + "6f7264657273" + "000000000000002a" + "0162" + "0163" + "00"
+	want := "000000144200000000051106" + "6f7264657273" + "000000000000002a" + "0162" + "0163"
 	if got := fmt.Sprintf("%x", wire.AppendNodeRequest(nil, 5, wire.OpUnreachable, e.B)); got != want {
 		t.Fatalf("request %s, want %s", got, want)
 	}

@@ -22,6 +22,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -65,9 +66,29 @@ func (s *Serve) EngineOptions() engine.Options {
 	if s.ClusterOn() {
 		c := s.Cluster
 		c.Join = append([]string(nil), c.Join...)
+		if c.DataDir == "" {
+			c.DataDir = DefaultDataDir(o.ServerName)
+		}
 		o.Cluster = &c
 	}
 	return o
+}
+
+// DefaultDataDir is a cluster node's data directory when none is given:
+// sluice-data/NAME in the working directory (the node's name with path
+// separators and colons replaced), so that nodes started from one
+// directory keep apart.
+func DefaultDataDir(node string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == ':' || r == 0 {
+			return '_'
+		}
+		return r
+	}, node)
+	if safe == "" || safe == "." || safe == ".." {
+		safe = "node"
+	}
+	return filepath.Join("sluice-data", safe)
 }
 
 // Default returns the serve defaults: engine.DefaultOptions, log level
@@ -177,9 +198,13 @@ type clusterTab struct {
 	Secret          *string   `toml:"secret"`
 	Capacity        *float64  `toml:"capacity"`
 	RPCTimeout      *Duration `toml:"rpc-timeout"`
-	ClockSkew       *Duration `toml:"clock-skew"`
 	ReportInterval  *Duration `toml:"report-interval"`
 	S2              *bool     `toml:"s2"`
+	DataDir         *string   `toml:"data-dir"`
+	RaftListen      *string   `toml:"raft-listen"`
+	RaftAdvertise   *string   `toml:"raft-advertise"`
+	BootstrapExpect *int      `toml:"bootstrap-expect"`
+	RaftTimeout     *Duration `toml:"raft-timeout"`
 }
 
 // MinClusterSecret is the shortest accepted cluster.secret, in bytes.
@@ -438,11 +463,17 @@ func (f *file) apply(dst *Serve) error {
 			d.Capacity = *c.Capacity
 		}
 		setd(&d.RPCTimeout, c.RPCTimeout)
-		setd(&d.ClockSkew, c.ClockSkew)
 		setd(&d.ReportInterval, c.ReportInterval)
 		if c.S2 != nil {
 			d.S2 = *c.S2
 		}
+		set(&d.DataDir, c.DataDir)
+		set(&d.RaftListen, c.RaftListen)
+		set(&d.RaftAdvertise, c.RaftAdvertise)
+		if c.BootstrapExpect != nil {
+			d.BootstrapExpect = *c.BootstrapExpect
+		}
+		setd(&d.RaftTimeout, c.RaftTimeout)
 	}
 	return nil
 }
@@ -466,8 +497,10 @@ func Validate(s *Serve) error {
 			set bool
 		}{
 			{"advertise", c.Advertise != ""}, {"client-advertise", c.ClientAdvertise != ""}, {"join", len(c.Join) > 0},
-			{"capacity", c.Capacity != 0}, {"rpc-timeout", c.RPCTimeout != 0}, {"clock-skew", c.ClockSkew != 0},
-			{"report-interval", c.ReportInterval != 0}, {"s2", c.S2},
+			{"capacity", c.Capacity != 0}, {"rpc-timeout", c.RPCTimeout != 0},
+			{"report-interval", c.ReportInterval != 0}, {"s2", c.S2}, {"data-dir", c.DataDir != ""},
+			{"raft-listen", c.RaftListen != ""}, {"raft-advertise", c.RaftAdvertise != ""},
+			{"bootstrap-expect", c.BootstrapExpect != 0}, {"raft-timeout", c.RaftTimeout != 0},
 		} {
 			if k.set {
 				return keyErr("cluster."+k.key, "set without cluster.listen (--cluster-listen), which turns cluster mode on")
@@ -524,8 +557,9 @@ var fieldKeys = map[string]string{
 	"Leeway": "leeway", "Grace": "grace", "MaxInfo": "max-info",
 	"ChannelRules": "channel-rules", "Auth": "auth",
 	"Cluster": "cluster", "Advertise": "advertise", "ClientAdvertise": "client-advertise", "Join": "join",
-	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout", "ClockSkew": "clock-skew",
-	"ReportInterval": "report-interval", "S2": "s2",
+	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout",
+	"ReportInterval": "report-interval", "S2": "s2", "DataDir": "data-dir", "RaftListen": "raft-listen",
+	"RaftAdvertise": "raft-advertise", "BootstrapExpect": "bootstrap-expect", "RaftTimeout": "raft-timeout",
 	"MaxMembers": "max-members", "MaxBytes": "max-bytes", "EventsMax": "events-max",
 	"OccupancyInterval": "occupancy-interval", "PublisherWindow": "publisher-window",
 }

@@ -22,7 +22,7 @@ func smallStreamlets(o *Options) {
 // only the last open, and covering [Earliest, Next).
 func checkChain(t *testing.T, s *Server, ch string) role.ChannelInfo {
 	t.Helper()
-	info, ok := s.mgr.Info(ch, false)
+	info, ok := stateInfo(s, ch)
 	if !ok {
 		t.Fatalf("channel %q does not exist", ch)
 	}
@@ -51,7 +51,7 @@ func checkChain(t *testing.T, s *Server, ch string) role.ChannelInfo {
 func TestBehaviour1_PublishCreatesChannel(t *testing.T) {
 	s := startTest(t, nil)
 	const ch = "fresh.channel"
-	if _, ok := s.mgr.Info(ch, false); ok {
+	if _, ok := stateInfo(s, ch); ok {
 		t.Fatalf("channel %q exists before it was used", ch)
 	}
 	pub, _ := helloRaw(t, s.Addr())

@@ -18,16 +18,18 @@ import (
 // startNode starts one cluster node on loopback ports.
 func startNode(t testing.TB, name string, join []string, mutate func(*Options)) *Server {
 	t.Helper()
-	return startTest(t, func(o *Options) {
+	s := startTest(t, func(o *Options) {
 		o.ServerName = name
 		o.LimitMsgs = 100
 		o.LimitLife = 300 * time.Millisecond
 		o.Cluster = &ClusterOptions{Listen: "127.0.0.1:0", Join: join, RPCTimeout: time.Second,
-			ReportInterval: 100 * time.Millisecond}
+			ReportInterval: 100 * time.Millisecond, RaftTimeout: 300 * time.Millisecond}
 		if mutate != nil {
 			mutate(o)
 		}
 	})
+	clusterNodes.Store(name, s)
+	return s
 }
 
 // startCluster3 starts nodes a, b and c and waits until each sees all three.
@@ -54,7 +56,49 @@ func startCluster(t testing.TB, names []string, mutate func(*Options)) []*Server
 		}
 		return true
 	})
+	waitUsable(t, nodes...)
 	return nodes
+}
+
+// lead makes node the leader of the metadata log of s's cluster (its
+// manager then manages every channel), and waits until s sees it lead
+// with every node's incarnation recorded.
+func lead(t testing.TB, s *Server, node string) {
+	t.Helper()
+	eventually(t, waitFor, node+" leads", func() bool {
+		ld := s.clu().Leadership()
+		if ld.Leader == node {
+			return true
+		}
+		if l, ok := clusterNodes.Load(ld.Leader); ok {
+			_ = l.(*Server).clu().TransferLeadership(node)
+		}
+		return false
+	})
+}
+
+// clusterNodes maps the names of the cluster nodes the running test
+// started to their servers (lead finds the leader's Server there).
+var clusterNodes sync.Map
+
+// waitUsable waits until every node knows a leader of the metadata log
+// and every node's incarnation is recorded in every node's state (each
+// may hold streamlets).
+func waitUsable(t testing.TB, nodes ...*Server) {
+	t.Helper()
+	eventually(t, waitFor, "a leader and every node recorded everywhere", func() bool {
+		for _, s := range nodes {
+			if s.clu().Leadership().Leader == "" {
+				return false
+			}
+			for _, o := range nodes {
+				if _, ok := s.state.Instance(o.opts.ServerName); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // payloadsOf returns the payloads of messages 0 to n-1 (payloadOf).
@@ -77,7 +121,7 @@ func publishCounting(t testing.TB, m *Server, pub *rawConn, ch string, n int, no
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, _ := m.route.Info(ch, false)
+	info, _ := stateInfo(m, ch)
 	on := 0
 	for _, r := range info.Streamlets {
 		if r.Host == node {
@@ -101,17 +145,13 @@ func kill(s *Server) {
 	<-s.done
 }
 
-// channelManagedBy returns a channel name that node manages.
+// channelManagedBy returns a channel name for a test whose channel node
+// should manage: in a cluster the leader of the metadata log manages every
+// channel, so node is made the leader first (lead).
 func channelManagedBy(t testing.TB, s *Server, node, prefix string) string {
 	t.Helper()
-	for i := 0; i < 10000; i++ {
-		ch := fmt.Sprintf("%s.%d", prefix, i)
-		if m, _ := s.clu().ManagerOf(ch); m == node {
-			return ch
-		}
-	}
-	t.Fatalf("no channel managed by %s", node)
-	return ""
+	lead(t, s, node)
+	return prefix + ".0"
 }
 
 func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
@@ -140,7 +180,7 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 	}{{"b", subB, sb}, {"c", subC, sc}} {
 		evs, err := x.c.eventsUntil(1, pos[n-1])
 		if err != nil {
-			info, _ := a.route.Info(ch, false)
+			info, _ := stateInfo(a, ch)
 			var last event
 			if len(evs) > 0 {
 				last = evs[len(evs)-1]
@@ -159,7 +199,8 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 			t.Fatalf("subscriber on %s: %v", x.name, err)
 		}
 		if len(gaps) != 0 || len(msgs) != n {
-			t.Fatalf("subscriber on %s: %d messages, gaps %v; want %d, none", x.name, len(msgs), gaps, n)
+			info, _ := stateInfo(a, ch)
+			t.Fatalf("subscriber on %s: %d messages, gaps %v; want %d, none; list %+v", x.name, len(msgs), gaps, n, info.Streamlets)
 		}
 		for i, p := range pos {
 			if msgs[p] != string(payloads[i]) {
@@ -180,12 +221,12 @@ func TestCluster_PublishOnOneNodeSubscribeOnOthers(t *testing.T) {
 	}
 	// The channel's streamlets rotated across the nodes other than its
 	// manager.
-	info, _ := a.route.Info(ch, false)
+	info, _ := stateInfo(a, ch)
 	hosts := map[string]int{}
 	for _, r := range info.Streamlets {
 		hosts[r.Host]++
 	}
-	mgr, _ := a.clu().ManagerOf(ch)
+	mgr := a.clu().Leadership().Leader
 	if len(hosts) < 2 {
 		t.Fatalf("streamlets of a hot channel on %v (manager %s), want at least 2 nodes", hosts, mgr)
 	}
@@ -332,7 +373,7 @@ func failoverRun(t *testing.T, a, b, victim *Server, ch string, ready func() boo
 // and how many messages it holds; false when the newest is closed or
 // there is none.
 func openHeld(m *Server, ch string) (role.StreamletRef, uint64, bool) {
-	info, _ := m.mgr.Info(ch, false)
+	info, _ := stateInfo(m, ch)
 	n := len(info.Streamlets)
 	if n == 0 || info.Streamlets[n-1].Closed {
 		return role.StreamletRef{}, 0, false
@@ -475,19 +516,22 @@ func TestCluster_HostDiesDuringPublish(t *testing.T) {
 		open, held, ok := openHeld(a, ch)
 		return ok && open.Host == "c" && held > 0 && held < 90
 	})
-	info, _ := a.route.Info(ch, false)
-	lost := 0
-	for _, r := range info.Streamlets {
-		if r.Host == "c" && !r.Lost {
-			t.Fatalf("streamlet %+v of the dead node not marked lost", r)
+	// Once the membership has counted c dead for a while, the leader
+	// takes it out of every list: its streamlets are lost.
+	var info role.ChannelInfo
+	eventually(t, waitFor, "every streamlet of the dead node marked lost", func() bool {
+		info, _ = stateInfo(a, ch)
+		lost := 0
+		for _, r := range info.Streamlets {
+			if r.Host == "c" && !r.Lost {
+				return false
+			}
+			if r.Lost {
+				lost++
+			}
 		}
-		if r.Lost {
-			lost++
-		}
-	}
-	if lost == 0 {
-		t.Fatalf("no streamlet marked lost in %+v", info.Streamlets)
-	}
+		return lost > 0
+	})
 	// The open streamlet died part full: the subscriber got what its
 	// copy held (possibly nothing: acked messages die with their host when
 	// no reader copied them yet) and GAP lost for the rest of its range.
@@ -504,8 +548,8 @@ func TestCluster_ManagerDiesDuringPublish(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ch := channelManagedBy(t, a, "c", "mgrdeath")
 	failoverRun(t, a, b, c, ch, nil)
-	if m, _ := a.clu().ManagerOf(ch); m == "c" {
-		t.Fatalf("dead node still manages %q", ch)
+	if m := a.clu().Leadership().Leader; m == "c" {
+		t.Fatalf("dead node still leads (manages %q)", ch)
 	}
 }
 
@@ -557,7 +601,7 @@ func TestCluster_ReplayAfterHostDeathReportsExactlyTheLostStreamlets(t *testing.
 	pos, payloads, _ := publishCounting(t, a, pub, ch, n, "c")
 	kill(c)
 	eventually(t, waitFor, "a marks c's streamlets lost", func() bool {
-		info, _ := a.route.Info(ch, false)
+		info, _ := stateInfo(a, ch)
 		for _, r := range info.Streamlets {
 			if r.Host == "c" && !r.Lost {
 				return false
@@ -565,7 +609,7 @@ func TestCluster_ReplayAfterHostDeathReportsExactlyTheLostStreamlets(t *testing.
 		}
 		return true
 	})
-	after, _ := a.route.Info(ch, false)
+	after, _ := stateInfo(a, ch)
 	// b never read the channel, so it holds no copy of c's streamlets: a
 	// replay from b reports exactly their ranges as lost.
 	sub, _ := helloRaw(t, b.Addr())

@@ -97,7 +97,7 @@ func TestCluster_DedupAcrossAHostChange(t *testing.T) {
 	ch := channelManagedBy(t, a, "a", "ddhost") // hosted on b and c
 	c, _ := helloFeat(t, a.Addr(), wire.FeatureHeaders)
 	p := &dedupPublisher{t: t, c: c, ch: ch}
-	info := func() role.ChannelInfo { in, _ := a.mgr.Info(ch, false); return in }
+	info := func() role.ChannelInfo { in, _ := stateInfo(a, ch); return in }
 
 	first := p.withID("order-1", "first")
 	h1 := hostOfPos(t, info(), first)
@@ -160,7 +160,7 @@ func TestCluster_DedupAcrossAManagerFailover(t *testing.T) {
 	}
 	conn, _ := helloFeat(t, y.Addr(), wire.FeatureHeaders)
 	p := &dedupPublisher{t: t, c: conn, ch: ch}
-	cInfo := func() role.ChannelInfo { in, _ := c.mgr.Info(ch, false); return in }
+	cInfo := func() role.ChannelInfo { in, _ := stateInfo(c, ch); return in }
 	p.openOn(cInfo, limit, func(h string) bool { return h == x.opts.ServerName })
 	first := p.withID("order-1", "first")
 	if h := hostOfPos(t, cInfo(), first); h != x.opts.ServerName {
@@ -168,12 +168,11 @@ func TestCluster_DedupAcrossAManagerFailover(t *testing.T) {
 	}
 
 	kill(c)
-	eventually(t, 20*time.Second, "a and b manage the channel at x", func() bool {
-		ma, _ := a.clu().ManagerOf(ch)
-		mb, _ := b.clu().ManagerOf(ch)
+	eventually(t, 20*time.Second, "a and b see x lead", func() bool {
+		ma, mb := a.clu().Leadership().Leader, b.clu().Leadership().Leader
 		return ma == x.opts.ServerName && mb == ma
 	})
-	xInfo := func() role.ChannelInfo { in, _ := x.mgr.Info(ch, false); return in }
+	xInfo := func() role.ChannelInfo { in, _ := stateInfo(x, ch); return in }
 	last := p.openOn(xInfo, limit, func(h string) bool { return h == y.opts.ServerName })
 	if again := p.withID("order-1", "again"); again != first {
 		t.Fatalf("repeat after the failover got position %d, first %d (%+v)", again, first, xInfo().Streamlets)

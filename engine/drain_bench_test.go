@@ -65,10 +65,10 @@ func drainCopyOnce(b *testing.B, mb int) (copyMBps, replayMBps float64) {
 		last = pos[len(pos)-1]
 	}
 	// Close the last streamlet too: everything is sealed history.
-	if _, err := a.route.WriteGrant(ch, 0); err != nil {
+	if _, err := a.clu().WriteGrant(ch, 0); err != nil {
 		b.Fatal(err)
 	}
-	info, _ := a.route.Info(ch, false)
+	info, _ := stateInfo(a, ch)
 	var onC int64
 	for _, r := range info.Streamlets {
 		if r.Host == "c" && r.Closed {

@@ -161,7 +161,7 @@ func TestNonFatalErrorsKeepConnectionWorking(t *testing.T) {
 			t.Fatalf("got %v, want %v", e, want)
 		}
 	}
-	if _, ok := s.mgr.Info("bad name", false); ok {
+	if _, ok := stateInfo(s, "bad name"); ok {
 		t.Fatal("an invalid channel was created")
 	}
 	p := c.publish("ok", []byte("fine"))

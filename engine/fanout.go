@@ -169,8 +169,10 @@ type loopChan struct {
 	progressPos uint64
 	progressAt  int64
 	// blockedSince: the live stream waits for a copy whose feed broke
-	// and that its host cannot give (progress.go); 0 otherwise.
+	// and that its host, blockedOn, cannot give (progress.go); 0
+	// otherwise.
 	blockedSince int64
+	blockedOn    string
 
 	// pubMsgs and pubBytes count the publishes stored through this loop
 	// since the console last collected them (console.go).
@@ -346,7 +348,7 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 		s.Buf().Release()
 		if sealed && from >= n {
 			if s.BrokenAt() != 0 && cur == &lc.live {
-				lc.blockedOnCopy(l.now) // its feed broke (progress.go)
+				lc.blockedOnCopy(l.now, s.CopyOf()) // its feed broke (progress.go)
 			}
 			cur.s = nil // continue in the next streamlet
 			continue

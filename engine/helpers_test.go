@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -570,7 +571,7 @@ func (c *rawConn) readUntil(have []event, last uint64, subIDs ...uint32) ([]even
 // to explain a stalled reader when a test fails.
 func dumpChannel(t testing.TB, s *Server, ch string) {
 	t.Helper()
-	info, ok := s.mgr.Info(ch, false)
+	info, ok := stateInfo(s, ch)
 	t.Logf("manager: ok=%v earliest=%d next=%d streamlets=%+v", ok, info.Earliest, info.Next, info.Streamlets)
 	onLoops(t, s, func(l *loop) {
 		lc := l.chans[ch]
@@ -620,4 +621,17 @@ func (s *Server) ownedRunning() int {
 		n += s.pres.sync.Goroutines()
 	}
 	return n
+}
+
+// stateInfo is the channel's committed list in s's replica of the metadata
+// state, with the open streamlet's length as s sees it.
+func stateInfo(s *Server, ch string) (role.ChannelInfo, bool) {
+	var info role.ChannelInfo
+	var ok bool
+	if p, isCluster := s.plane.(clusterPlane); isCluster {
+		info, ok, _ = p.cl.Info(ch, false)
+	} else {
+		info, ok, _ = s.mgr.Info(ch, false)
+	}
+	return info, ok
 }

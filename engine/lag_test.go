@@ -118,7 +118,7 @@ func TestSlowConsumer_LagLosesExactlyWhatExpired(t *testing.T) {
 		s.retentionSweep()
 		return overBudget(s, budget) <= 0 && !s.ret.busy.Load()
 	})
-	info, _ := s.mgr.Info(ch, false)
+	info, _ := stateInfo(s, ch)
 	if info.Earliest <= from {
 		t.Fatalf("nothing expired: earliest %d, first %d", info.Earliest, from)
 	}

@@ -33,8 +33,7 @@ func FuzzNodeConn(f *testing.F) {
 	grant := wire.AppendNodeRequest(nil, 1, wire.OpWriteGrant, e.B)
 	var ei wire.NodeEnc
 	ei.Str8(ch)
-	ei.U8(1)
-	info := wire.AppendNodeRequest(nil, 2, wire.OpInfo, ei.B)
+	info := wire.AppendNodeRequest(nil, 2, wire.OpCreate, ei.B)
 	app := wire.AppendNodeAppendHeader(nil, 3, wire.NodeAppend{Streamlet: 1, Epoch: 1, Count: 1}, 8)
 	app = wire.AppendRecord(app, []byte("abcd"))
 	f.Add(grant, []byte{0})
@@ -58,7 +57,6 @@ func FuzzNodeConn(f *testing.F) {
 	eu.U64(7)
 	eu.Str8("fz")
 	eu.Str8("nobody")
-	eu.U8(0)
 	f.Add(wire.AppendNodeRequest(nil, 8, wire.OpUnreachable, eu.B), []byte{0})
 	f.Add(wire.AppendNodeRequest(nil, 10, wire.OpUnreachable, eu.B[:12]), []byte(nil))
 	f.Add(wire.AppendPing(nil, 9), []byte(nil))

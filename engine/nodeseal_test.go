@@ -340,7 +340,8 @@ func TestNodeLink_FlippedByteOnARealLink(t *testing.T) {
 			})
 			p.setTarget(b.Addr())
 			eventually(t, waitFor, "two members", func() bool { return a.clu().Alive() == 2 && b.clu().Alive() == 2 })
-			ch := channelManagedBy(t, a, "b", "flip")
+			waitUsable(t, a, b)
+			ch := "flip.0" // a leads and hosts on b: a's publishes cross the link
 			pub, _ := helloRaw(t, a.Addr())
 			var err error
 			eventually(t, waitFor, "a publish through a new link after the broken one", func() bool {

@@ -422,7 +422,9 @@ func (o *Options) validateCluster() error {
 	switch {
 	case c.Capacity < 0:
 		return optErr("Cluster.Capacity", "negative")
-	case c.RPCTimeout < 0 || c.ClockSkew < 0 || c.ReportInterval < 0:
+	case c.BootstrapExpect < 0:
+		return optErr("Cluster.BootstrapExpect", "negative")
+	case c.RPCTimeout < 0 || c.ReportInterval < 0 || c.RaftTimeout < 0:
 		return optErr("Cluster", "negative duration")
 	case c.Secret == "" && o.Auth != nil:
 		return optErr("Cluster.Secret", "required when client authentication is on: node connections bypass client permissions")

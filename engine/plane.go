@@ -30,6 +30,10 @@ type plane interface {
 	info(lc *loopChan, create bool, done func(info role.ChannelInfo, found bool, err error))
 	// interest registers delta reading loops of channel with its manager.
 	interest(channel string, delta int)
+	// expire asks the channel's manager to expire its streamlets through
+	// streamlet through (the retention budget; it may wait for the
+	// network: call it off the loops).
+	expire(channel string, through uint64) (int, error)
 	// appendRemote sends a batch of count records (run) under grant g to a
 	// peer host; done runs on l. errNoPeer: no link to g.Host is open.
 	appendRemote(l *loop, g role.Grant, count int, run []byte, done func(wire.NodeAppended, error)) error
@@ -57,6 +61,9 @@ type plane interface {
 	// reachable reports whether this node has a working link to node
 	// (which replica a copy reads from).
 	reachable(node string) bool
+	// live reports whether node is a live member of the cluster (alive
+	// or suspected, reachable from here or not).
+	live(node string) bool
 	// start joins the cluster once the client listener is up at addr;
 	// shutdown leaves it (Shutdown, before the loops stop).
 	start(addr string) error
@@ -88,8 +95,11 @@ func (p localPlane) writeGrant(_ *loop, channel string, after uint64, done func(
 }
 
 func (p localPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo, bool, error)) {
-	info, found := p.s.mgr.Info(lc.name, create)
-	done(info, found, nil)
+	done(p.s.mgr.Info(lc.name, create))
+}
+
+func (p localPlane) expire(channel string, through uint64) (int, error) {
+	return p.s.mgr.Expire(channel, through)
 }
 
 func (p localPlane) interest(channel string, delta int) {
@@ -118,6 +128,7 @@ func (p localPlane) readCopy(node string, id uint64, _ uint32) error {
 }
 func (p localPlane) unreadCopy(string, uint64)                    {}
 func (p localPlane) reachable(node string) bool                   { return node == p.s.host.Node() }
+func (p localPlane) live(node string) bool                        { return node == p.s.host.Node() }
 func (p localPlane) start(string) error                           { return nil }
 func (p localPlane) shutdown()                                    {}
 func (p localPlane) status() (Status, bool)                       { return Status{}, false }
@@ -126,11 +137,12 @@ func (p localPlane) startDrain() bool                             { return false
 func (p localPlane) drainLeft() (int, bool)                       { return 0, false }
 func (p localPlane) drainRequested() <-chan struct{}              { return nil }
 
-// clusterPlane is the control plane of a cluster node: calls go to each
-// channel's manager node through the cluster's router, on the cluster's
-// bounded pool of goroutines (a loop never waits for the network), and
-// complete as tasks on the asking loop. Channel info is cached per loop
-// view until the channel's manager announces a change (gwChan.gen).
+// clusterPlane is the control plane of a cluster node: grants go to the
+// metadata log's leader, channel info is this node's replica of the
+// committed lists (the open streamlet's length asked of a replica), on the
+// cluster's bounded pool of goroutines (a loop never waits for the
+// network), completing as tasks on the asking loop. Channel info is cached
+// per loop view until a committed change of the channel (gwChan.gen).
 type clusterPlane struct {
 	s  *Server
 	cl *cluster.Cluster
@@ -142,7 +154,7 @@ var errOverloaded = errors.New("engine: too many control-plane calls in progress
 func (p clusterPlane) writeGrant(l *loop, channel string, after uint64, done func(role.Grant, error)) {
 	self := p.s.host.Node()
 	if !p.cl.Go(func() {
-		g, err := p.cl.Router().WriteGrant(channel, after)
+		g, err := p.cl.WriteGrant(channel, after)
 		if err == nil && g.Host != self {
 			p.cl.Connect(g.Host) // dial here, not on the loop
 		}
@@ -179,6 +191,10 @@ func (p clusterPlane) info(lc *loopChan, create bool, done func(role.ChannelInfo
 
 func (p clusterPlane) interest(channel string, delta int) { p.cl.Interest(channel, delta) }
 
+func (p clusterPlane) expire(channel string, through uint64) (int, error) {
+	return p.cl.Expire(channel, through)
+}
+
 func (p clusterPlane) appendRemote(l *loop, g role.Grant, count int, run []byte, done func(wire.NodeAppended, error)) error {
 	err := p.cl.Append(g, count, run, func(res wire.NodeAppended, err error) {
 		l.execute(func() { done(res, err) })
@@ -205,6 +221,7 @@ func (p clusterPlane) readCopy(node string, id uint64, from uint32) error {
 }
 func (p clusterPlane) unreadCopy(node string, id uint64) { p.cl.Unread(node, id) }
 func (p clusterPlane) reachable(node string) bool        { return p.cl.Reachable(node) }
+func (p clusterPlane) live(node string) bool             { return p.cl.Live(node) }
 func (p clusterPlane) start(addr string) error           { return p.cl.Start(addr) }
 func (p clusterPlane) shutdown()                         { p.cl.Shutdown() }
 func (p clusterPlane) status() (Status, bool)            { return p.cl.Status(), true }

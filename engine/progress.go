@@ -51,8 +51,13 @@ func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
 	}
 	if sendAway(now, lc.blockedSince, stale) {
 		lc.blockedSince = 0
-		for _, s := range lc.liveSubs {
-			s.c.goAwayUnreachable(lc.name)
+		// A holder the membership counts dead holds nothing another node
+		// could read sooner: the leader declares its streamlets lost (or
+		// recovered from their other replicas) and this stream goes on.
+		if lc.l.srv.plane.live(lc.blockedOn) {
+			for _, s := range lc.liveSubs {
+				s.c.goAwayUnreachable(lc.name)
+			}
 		}
 	}
 	if !readerStalled(now, lc.progressAt, stale) || lc.infoPending {
@@ -65,10 +70,10 @@ func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
 }
 
 // blockedOnCopy records that the live stream waits for a broken copy
-// (read, on the loop).
-func (lc *loopChan) blockedOnCopy(now int64) {
+// fed by holder (read, on the loop).
+func (lc *loopChan) blockedOnCopy(now int64, holder string) {
 	if lc.blockedSince == 0 {
-		lc.blockedSince = now
+		lc.blockedSince, lc.blockedOn = now, holder
 	}
 }
 

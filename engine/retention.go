@@ -36,7 +36,6 @@ import (
 // (host.ChooseExpired).
 type retention struct {
 	busy    atomic.Bool  // a sweep's expiries are running
-	reaping atomic.Bool  // reapOrphans is running
 	expired atomic.Int64 // streamlets and copies expired ahead of their TTL (metrics)
 }
 
@@ -102,60 +101,37 @@ func (s *Server) expire(victims []host.Retained) {
 		// A manager that does not list the streamlet as closed yet (the
 		// host sealed it itself and no writer has asked for a new grant)
 		// expires nothing; the next sweep asks again.
-		if n, err := s.route.Expire(ch, through[ch]); err == nil {
+		if n, err := s.plane.expire(ch, through[ch]); err == nil {
 			s.ret.expired.Add(int64(n))
 		}
 	}
 }
 
-// orphanGrace is how long after its latest possible expiry a sealed
-// streamlet is kept before the host asks its manager whether it is still
-// listed.
+// orphanGrace is how long a hosted streamlet that took no write stays
+// before the orphan sweep looks it up in the committed lists.
 const orphanGrace = time.Minute
 
-// reapOrphans frees hosted streamlets that their channel's manager no
-// longer lists. In a cluster a manager expires a streamlet by sending FREE
-// to its host; when that failed (the link was down), the host would keep
-// the streamlet forever. So a sealed streamlet older than its channel's
-// lease + TTL + the allowed clock skew + orphanGrace (by then every
-// manager has expired it, even one that only learnt of the seal at the end
-// of the lease) is looked up in the manager's list (INFO), and freed when
-// the manager answers and does not list it. No answer, or a channel the
-// manager does not know, frees nothing. A single node frees at expiry
-// directly and never has orphans. Called by the ticker (clusterPlane.sweep);
-// the lookups run on one goroutine of the cluster's pool at a time.
+// reapOrphans frees hosted streamlets that the committed lists (this
+// node's replica of the metadata state) do not name: one hosted for an
+// OPEN that did not commit, or whose freeing this node missed. Only a
+// streamlet idle for orphanGrace is looked at, and only while this node
+// knows a leader of the metadata log (its state is then current: a node
+// cut off from the log must not free what it has not heard of). A single
+// node frees at expiry directly and has none. Called by the ticker
+// (clusterPlane.sweep); no network call.
 func (p clusterPlane) reapOrphans() {
 	s := p.s
-	if !s.ret.reaping.CompareAndSwap(false, true) {
+	if p.cl.Leadership().Leader == "" {
 		return
 	}
-	skew := p.cl.Skew()
-	old := s.host.SealedBefore(s.clock().UnixNano(), func(channel string) time.Duration {
-		l := s.opts.limitsFor(channel)
-		return l.Life + l.TTL + skew + orphanGrace
-	})
-	if len(old) == 0 {
-		s.ret.reaping.Store(false)
-		return
-	}
-	if !p.cl.Go(func() {
-		defer s.ret.reaping.Store(false)
-		for ch, ids := range old {
-			if s.stopped.Load() {
-				return
-			}
-			info, found, err := p.cl.Info(ch, false)
-			if err != nil || !found {
+	for ch, ids := range s.host.IdleBefore(s.clock().UnixNano(), orphanGrace) {
+		c, ok := s.state.Channel(ch)
+		for _, id := range ids {
+			if ok && slices.ContainsFunc(c.List, func(r role.StreamletRef) bool { return r.ID == id }) {
 				continue
 			}
-			for _, id := range ids {
-				if !slices.ContainsFunc(info.Streamlets, func(r role.StreamletRef) bool { return r.ID == id }) {
-					s.host.Free(id)
-					s.log.Warn("freed a streamlet its manager no longer lists", "channel", ch, "streamlet", id)
-				}
-			}
+			s.host.Free(id)
+			s.log.Warn("freed a streamlet the committed lists do not name", "channel", ch, "streamlet", id)
 		}
-	}) {
-		s.ret.reaping.Store(false)
 	}
 }

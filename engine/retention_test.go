@@ -160,7 +160,7 @@ func TestCluster_RetentionBudget(t *testing.T) {
 		}
 		return ok
 	})
-	info, found := a.mgr.Info(ch, false)
+	info, found := stateInfo(a, ch)
 	if !found || info.Earliest <= pos[0] {
 		t.Fatalf("manager a: %+v; want the oldest streamlets expired", info)
 	}
@@ -179,9 +179,10 @@ func TestCluster_RetentionBudget(t *testing.T) {
 	}
 }
 
-// TestCluster_OrphanStreamletsAreFreed: a sealed streamlet older than its
-// channel's lease + TTL that the manager does not list (its FREE was lost)
-// is freed by its host; an old streamlet the manager still lists is kept.
+// TestCluster_OrphanStreamletsAreFreed: a streamlet idle for the orphan
+// grace that the committed lists do not name (hosted for an OPEN that did
+// not commit) is freed by its host; an old streamlet the lists name is
+// kept.
 func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 	nodes := startCluster3(t, nil)
 	a := nodes[0]
@@ -205,25 +206,17 @@ func TestCluster_OrphanStreamletsAreFreed(t *testing.T) {
 		First: 1, LimitMsgs: 10, LimitSize: 1 << 20, LeaseEnd: time.Now().Add(time.Hour).UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := host.host.Seal(orphan, 0, ""); err != nil {
+	if _, err := host.host.Seal(orphan); err != nil {
 		t.Fatal(err)
 	}
 	longAgo := time.Now().Add(-24 * time.Hour).UnixNano()
 	host.host.Streamlet(orphan).Backdate(longAgo)
 	host.host.Streamlet(listed.ID).Backdate(longAgo)
 
-	eventually(t, waitFor, "the orphan freed", func() bool {
-		// Start a pass only when none runs, and judge only between passes
-		// (each pass looks at the old listed streamlet again).
-		if host.ret.reaping.Load() {
-			return false
-		}
-		if host.host.Streamlet(orphan) == nil {
-			return true
-		}
-		host.plane.(clusterPlane).reapOrphans()
-		return false
-	})
+	host.plane.(clusterPlane).reapOrphans()
+	if host.host.Streamlet(orphan) != nil {
+		t.Fatal("the orphan was kept")
+	}
 	if host.host.Streamlet(listed.ID) == nil {
 		t.Fatal("a streamlet its manager lists was freed")
 	}

@@ -142,7 +142,7 @@ func TestForbiddenPublishAndSubscribe(t *testing.T) {
 	check(bob, subscribeFrame(15, 7, wire.StartLive, 0, "metrics"), 15) // > needs a token
 
 	// A refused publish stored nothing: the next one is the channel's second.
-	info, _ := s.mgr.Info("chat.eu", false)
+	info, _ := stateInfo(s, "chat.eu")
 	if got := info.Next - info.Earliest; got != 1 {
 		t.Fatalf("chat.eu holds %d messages, want 1", got)
 	}

@@ -18,10 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/cluster/metalog"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/benchhook"
 	"github.com/sluice-rtm/sluice/internal/owned"
 	"github.com/sluice-rtm/sluice/manager"
+	"github.com/sluice-rtm/sluice/meta"
 	"github.com/sluice-rtm/sluice/presence"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -41,9 +43,11 @@ type Server struct {
 	host *host.Host
 	mgr  *manager.Manager
 	gw   *gateway
-	// route is the Manager the gateway calls: mgr on a single node, the
-	// cluster's router (to each channel's manager node) in a cluster.
-	route role.Manager
+	// state is this node's replica of the committed streamlet lists
+	// (package meta), fed by the metadata log: a single node's (log, a
+	// metalog.Single) or the cluster's.
+	state *meta.State
+	log1  *metalog.Single
 	// plane is the gateway's control plane (plane.go): localPlane on a
 	// single node, clusterPlane in a cluster.
 	plane   plane
@@ -129,16 +133,16 @@ func Start(opts Options) (*Server, error) {
 	s.initPresence()
 	s.host = host.New(opts.ServerName, s.clock)
 	s.host.SetDedup(min(opts.DedupWindow, opts.TTL), opts.DedupIDs)
-	s.mgr = manager.New(manager.Config{Node: opts.ServerName, Host: s.host, NewID: s.host.NewID,
-		Limits: s.opts.limitsFor, Clock: s.clock, Log: s.log, DedupWindow: min(opts.DedupWindow, opts.TTL)})
+	s.state = meta.New()
 	s.gw = newGateway(opts.Loops)
-	s.route = s.mgr
 	s.plane = localPlane{s}
 	s.mirrors = newMirrorSet(s)
 	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
+	mcfg := manager.Config{Node: opts.ServerName, NewID: s.host.NewID, Limits: s.opts.limitsFor, Clock: s.clock,
+		Logger: s.log, DedupWindow: min(opts.DedupWindow, opts.TTL), State: s.state}
 	if opts.Cluster != nil {
-		cl := cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName,
-			Manager: s.mgr, Host: s.host, Gateway: clusterGateway{s}, Transport: transport{s},
+		cl := cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName, Instance: instanceID(),
+			Host: s.host, State: s.state, Gateway: clusterGateway{s}, Transport: transport{s},
 			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
 				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
@@ -146,11 +150,20 @@ func Start(opts Options) (*Server, error) {
 		s.pres.sync = presence.NewSyncer(s.pres.reg, func(node string, body []byte) ([]byte, error) {
 			return cl.Call(node, wire.OpPresenceSync, body)
 		})
-		s.route = cl.Router()
+		mcfg.Log, mcfg.Cluster, mcfg.DropGrace = cl, cl.Hooks(), dropGrace
+		s.mgr = manager.New(mcfg)
+		cl.SetManager(s.mgr)
 		s.plane = clusterPlane{s, cl}
-	} else if opts.Replicas > 1 {
-		s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", opts.Replicas)
+	} else {
+		if opts.Replicas > 1 {
+			s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", opts.Replicas)
+		}
+		s.log1 = metalog.NewSingle(opts.ServerName, singleFSM{s.state}, 0)
+		mcfg.Log, mcfg.Cluster = s.log1, manager.Local(opts.ServerName, s.host)
+		s.mgr = manager.New(mcfg)
+		s.mgr.Lead()
 	}
+	s.state.SetObserver(s.applied)
 
 	ww, err := newWriteWatch(&s.owned)
 	if err != nil {
@@ -302,7 +315,7 @@ func (s *Server) ticker() {
 			s.pres.reg.Tick()
 		case <-t.C:
 			now := s.clock()
-			s.mgr.Do(s.mgr.Tick(now))
+			s.mgr.Tick(now)
 			s.mirrors.sweep(now.UnixNano())
 			s.plane.sweep()
 			for _, l := range s.loopList() {

@@ -81,7 +81,7 @@ func TestReplication_OrdererCutFromFollowerResumes(t *testing.T) {
 			}
 			// No streamlet still open pairs b and c as orderer and
 			// follower.
-			info, _ := a.mgr.Info(ch, false)
+			info, _ := stateInfo(a, ch)
 			for _, r := range info.Streamlets {
 				if set := r.Set(); !r.Closed && len(set) > 1 {
 					for _, f := range set[1:] {

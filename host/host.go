@@ -873,14 +873,20 @@ func (h *Host) Free(id uint64) {
 	}
 }
 
-// SealedBefore returns, by channel, the hosted streamlets sealed longer
-// ago than age(channel) at now (unix ns).
-func (h *Host) SealedBefore(now int64, age func(channel string) time.Duration) map[string][]uint64 {
+// IdleBefore returns, by channel, the hosted streamlets that took no
+// write for longer than age at now (unix ns): sealed that long ago, or
+// open with a lease that ended that long ago (the orphan sweep's
+// candidates).
+func (h *Host) IdleBefore(now int64, age time.Duration) map[string][]uint64 {
 	old := make(map[string][]uint64)
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for id, s := range h.streamlets {
-		if at := s.sealedAt.Load(); at != 0 && now-at > int64(age(s.channel)) {
+		at := s.sealedAt.Load()
+		if at == 0 {
+			at = s.leaseEnd
+		}
+		if now-at > int64(age) {
 			old[s.channel] = append(old[s.channel], id)
 		}
 	}

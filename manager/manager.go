@@ -326,6 +326,22 @@ func (m *Manager) Interest(channel, node string, delta int) {
 	}
 }
 
+// SetInterest records that n gateway loops of node read the channel (an
+// absolute count: a node sends it again to a new leader).
+func (m *Manager) SetInterest(channel, node string, n int) {
+	sh, sc := m.lockSoft(channel)
+	defer sh.mu.Unlock()
+	if sc.readers == nil {
+		sc.readers = make(map[string]int)
+	}
+	sc.nread += n - sc.readers[node]
+	if n <= 0 {
+		delete(sc.readers, node)
+	} else {
+		sc.readers[node] = n
+	}
+}
+
 // NodeReaders forgets node's readers (it died or left).
 func (m *Manager) NodeReaders(node string) {
 	for i := range m.soft {

@@ -8,6 +8,7 @@
 package meta
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -293,6 +294,13 @@ func (s *State) Instance(node string) (string, bool) {
 	defer s.imu.RUnlock()
 	i, ok := s.instances[node]
 	return i, ok
+}
+
+// Instances returns a copy of every node's recorded incarnation.
+func (s *State) Instances() map[string]string {
+	s.imu.RLock()
+	defer s.imu.RUnlock()
+	return maps.Clone(s.instances)
 }
 
 func (s *State) nodeGoneCmd(c *Cmd) (Result, []Change) {

@@ -61,45 +61,48 @@ type NodeOp uint8
 // Node operations; the body after the op byte is given per op in
 // PROTOCOL.md 9.4 and built with NodeEnc.
 const (
-	OpWriteGrant NodeOp = 1  // manager: str8 channel, u64 after -> grant
-	OpInfo       NodeOp = 2  // manager: str8 channel, u8 create -> info
-	OpInterest   NodeOp = 3  // manager: str8 channel, i32 delta -> empty
+	OpWriteGrant NodeOp = 1  // leader: str8 channel, u64 after -> grant
 	OpHost       NodeOp = 4  // host: grant, prior streamlets -> empty
-	OpSeal       NodeOp = 5  // host: u64 id, u64 successor, str8 successor host -> u64 end
+	OpSeal       NodeOp = 5  // host: u64 id -> u64 end (once durable)
 	OpFree       NodeOp = 6  // host: u64 id -> empty
-	OpList       NodeOp = 7  // host: str8 channel -> hosted list
-	OpNotify     NodeOp = 8  // gateway: str8 channel -> empty
+	OpList       NodeOp = 7  // host: str8 channel -> hosted list (diagnostics)
 	OpStatus     NodeOp = 9  // any: empty -> JSON status document
 	OpLen        NodeOp = 10 // host: u64 id -> u8 found, u32 len
-	OpExpire     NodeOp = 11 // manager: str8 channel, u64 through -> u32 expired
+	OpExpire     NodeOp = 11 // leader: str8 channel, u64 through -> u32 expired
 	OpDedupIDs   NodeOp = 12 // host: i64 since, u32 from, u16 n, n x u64 id -> a page of message ids
 	OpCopy       NodeOp = 13 // host: str8 channel, u64 epoch, u64 id, str8 holder, u64 first, u64 end -> empty
 	OpDrain      NodeOp = 14 // any: str8 node -> empty
-	OpFence      NodeOp = 15 // host: u64 id -> u8 flags, u32 held, u64 successor, str8 successor host
+	OpFence      NodeOp = 15 // host: u64 id -> u8 flags, u32 held
 	OpSealAt     NodeOp = 16 // host: u64 id, u32 len, u16 n, n x str8 keep -> empty
-	// manager: str8 channel, u64 id, str8 orderer, str8 follower, u8 relayed
+	// leader: str8 channel, u64 id, str8 orderer, str8 follower
 	// -> u8 flags, u32 len, u16 n, n x str8 replicas
 	OpUnreachable NodeOp = 17
-	OpClaim       NodeOp = 18 // host: str8 channel, u64 id, str8 host, u64 over -> u64 held, str8 held host
-	OpManager     NodeOp = 19 // any: str8 channel -> str8 the channel's manager in the answering node's view
-	opMax                = OpManager
+	OpCreate      NodeOp = 20 // leader: str8 channel -> u64 index at which it exists
+	OpInterest    NodeOp = 21 // leader: u16 n, n x (str8 channel, u32 loops) -> empty
+	opMax                = OpInterest
 )
+
+// Ops 2 (INFO), 3 (INTEREST by delta), 8 (NOTIFY), 18 (CLAIM) and 19
+// (MANAGER) belonged to the coordination that the metadata log replaced
+// (node protocol version 3); they are never sent and answered BAD_OP.
 
 // Node response statuses (NODE_RESPONSE's first body byte; NODE_APPENDED's
 // too). A non-zero status is followed by a str16 error text in
 // NODE_RESPONSE.
 const (
-	NodeOK        uint8 = 0
-	NodeClosed    uint8 = 1 // the streamlet refuses writes: ask for a new grant
-	NodeUnknown   uint8 = 2 // no such streamlet on this host
-	NodeStale     uint8 = 3 // the grant's epoch does not match the streamlet's
-	NodeFailed    uint8 = 4 // the operation failed; see the text
-	NodeBadOp     uint8 = 5 // unknown op or malformed op body
-	NodeShutdown  uint8 = 6 // the node is shutting down
-	NodeOverload  uint8 = 7 // the node's backlog is over its limit
-	NodeFenced    uint8 = 8 // NODE_REPLICATED: recovery fenced this replica
-	NodeOrder     uint8 = 9 // NODE_REPLICATED: out of order, or not from the orderer
-	nodeStatusMax uint8 = 9
+	NodeOK          uint8 = 0
+	NodeClosed      uint8 = 1  // the streamlet refuses writes: ask for a new grant
+	NodeUnknown     uint8 = 2  // no such streamlet on this host
+	NodeStale       uint8 = 3  // the grant's epoch does not match the streamlet's
+	NodeFailed      uint8 = 4  // the operation failed; see the text
+	NodeBadOp       uint8 = 5  // unknown op or malformed op body
+	NodeShutdown    uint8 = 6  // the node is shutting down
+	NodeOverload    uint8 = 7  // the node's backlog is over its limit
+	NodeFenced      uint8 = 8  // NODE_REPLICATED: recovery fenced this replica
+	NodeOrder       uint8 = 9  // NODE_REPLICATED: out of order, or not from the orderer
+	NodeNotLeader   uint8 = 10 // this node does not lead the metadata log: ask the leader
+	NodeUnavailable uint8 = 11 // the change cannot be made now (a host unreachable, no commit): try again
+	nodeStatusMax   uint8 = 11
 )
 
 // AppendNodeRequest appends a NODE_REQUEST frame with op and its body.

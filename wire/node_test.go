@@ -250,7 +250,7 @@ func nodeCases() []nodeCase {
 		// The handshake frames' golden vectors are the files of
 		// testdata/node_handshake (node_handshake_test.go).
 		{"node_hello", wire.AppendNodeHello(nil, wire.NodeHello{Version: wire.NodeVersion, Name: "node-b", ClientAddr: "10.0.0.2:4222", Nonce: nonceD}),
-			msg{hdr(wire.TypeNodeHello, 0, 0, 55), nodeHelloV{2, "node-b", "10.0.0.2:4222", string(nonceD[:])}}, ""},
+			msg{hdr(wire.TypeNodeHello, 0, 0, 55), nodeHelloV{3, "node-b", "10.0.0.2:4222", string(nonceD[:])}}, ""},
 		{"node_hello_noaddr", wire.AppendNodeHello(nil, wire.NodeHello{Version: 2, Name: "n", ClientAddr: ""}),
 			msg{hdr(wire.TypeNodeHello, 0, 0, 37), nodeHelloV{2, "n", "", string(make([]byte, 32))}}, ""},
 		{"node_challenge", wire.AppendNodeChallenge(nil, wire.NodeChallenge{Name: "node-a", Nonce: nonceA}),
@@ -715,11 +715,11 @@ func nodeMalformedCases() []nodeMalformedCase {
 
 		{"REQUEST/empty", wire.TypeNodeRequest, nil, "op"},
 		{"REQUEST/op 0", wire.TypeNodeRequest, u8(0), "unknown op 0"},
-		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpManager)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpManager+1)},
+		{"REQUEST/op after the last", wire.TypeNodeRequest, cat(u8(uint8(wire.OpInterest)+1), u64(1)), fmt.Sprintf("unknown op %d", wire.OpInterest+1)},
 		{"REQUEST/op 255", wire.TypeNodeRequest, u8(255), "unknown op 255"},
 
 		{"RESPONSE/empty", wire.TypeNodeResponse, nil, "status"},
-		{"RESPONSE/status 10", wire.TypeNodeResponse, cat(u8(10), u16(0)), "unknown status 10"},
+		{"RESPONSE/status 12", wire.TypeNodeResponse, cat(u8(12), u16(0)), "unknown status 12"},
 		{"RESPONSE/status 255", wire.TypeNodeResponse, u8(255), "unknown status 255"},
 		{"RESPONSE/missing text length", wire.TypeNodeResponse, u8(wire.NodeFailed), "text length"},
 		{"RESPONSE/short text length", wire.TypeNodeResponse, cat(u8(wire.NodeFailed), u8(0)), "text length"},
@@ -743,7 +743,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 		{"APPENDED/dups short", wire.TypeNodeAppended, cat(u8(0), u32(2), u64(1), u32(2), u32(0), u64(5)), "2 dups need 24 bytes"},
 		{"APPENDED/dup index not below done", wire.TypeNodeAppended, cat(u8(0), u32(1), u64(1), u32(1), u32(1), u64(5)), "not below done"},
 		{"APPENDED/dup indexes out of order", wire.TypeNodeAppended, cat(u8(0), u32(3), u64(1), u32(2), u32(1), u64(5), u32(1), u64(6)), "out of order"},
-		{"APPENDED/status 10", wire.TypeNodeAppended, cat(u8(10), u32(1), u64(1)), "unknown status 10"},
+		{"APPENDED/status 12", wire.TypeNodeAppended, cat(u8(12), u32(1), u64(1)), "unknown status 12"},
 
 		{"REPLICATE/short prefix", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(0), u16(0)), "count"},
 		{"REPLICATE/flags 0x02", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(2), u32(0)), "unknown flags 0x02"},
@@ -751,7 +751,7 @@ func nodeMalformedCases() []nodeMalformedCase {
 		{"REPLICATE/stamps overrun huge count", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(0), u32(math.MaxUint32), u64(1)), "4294967295 stamps overrun"},
 		{"REPLICATE/fewer records than count", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(0), u32(2), u64(1), u64(2), rec("a")), "record 1 of 2 overruns"},
 		{"REPLICATE/trailing after an empty one", wire.TypeNodeReplicate, cat(u64(42), u64(7), u32(0), u32(0), u8(1), u32(0), u8(0)), "bytes after an empty replicate"},
-		{"REPLICATED/status 10", wire.TypeNodeReplicated, cat(u64(42), u8(10), u32(1)), "unknown status 10"},
+		{"REPLICATED/status 12", wire.TypeNodeReplicated, cat(u64(42), u8(12), u32(1)), "unknown status 12"},
 		{"REPLICATED/short", wire.TypeNodeReplicated, cat(u64(42), u8(0), u16(1)), "held"},
 		{"REPLICATED/trailing", wire.TypeNodeReplicated, cat(u64(42), u8(0), u32(1), u8(0)), ""},
 
@@ -820,9 +820,10 @@ func TestNodeStatuses(t *testing.T) {
 		wire.NodeBadOp != 5 || wire.NodeShutdown != 6 || wire.NodeOverload != 7 {
 		t.Fatal("status constants moved (PROTOCOL.md 9.3)")
 	}
-	if wire.OpDedupIDs != 12 || wire.OpWriteGrant != 1 || wire.OpInfo != 2 || wire.OpInterest != 3 || wire.OpHost != 4 || wire.OpSeal != 5 ||
-		wire.OpFree != 6 || wire.OpList != 7 || wire.OpNotify != 8 || wire.OpStatus != 9 || wire.OpLen != 10 ||
-		wire.OpExpire != 11 || wire.OpCopy != 13 || wire.OpDrain != 14 || wire.OpClaim != 18 || wire.OpManager != 19 {
+	if wire.OpDedupIDs != 12 || wire.OpWriteGrant != 1 || wire.OpHost != 4 || wire.OpSeal != 5 ||
+		wire.OpFree != 6 || wire.OpList != 7 || wire.OpStatus != 9 || wire.OpLen != 10 ||
+		wire.OpExpire != 11 || wire.OpCopy != 13 || wire.OpDrain != 14 || wire.OpFence != 15 || wire.OpSealAt != 16 ||
+		wire.OpUnreachable != 17 || wire.OpCreate != 20 || wire.OpInterest != 21 {
 		t.Fatal("op constants moved (PROTOCOL.md 9.4)")
 	}
 	for op := wire.OpWriteGrant; op <= wire.OpDrain; op++ {
@@ -946,8 +947,8 @@ func TestNodeEncoderPanics(t *testing.T) {
 // "bw"; an INFO result for an unknown channel is only its found byte 0).
 const (
 	shapeGrant = "sqqsqwwi"       // channel, epoch, streamlet, host, first, limitMsgs, limitSize, leaseEnd
-	shapeInfo  = "bqqqh[qsqqbii]" // found, epoch, earliest, next, n x REF
-	shapeList  = "h[qqqwbqsiw]"   // n x HOSTED
+	shapeInfo  = "bqqqh[qsqqbii]" // a REF list as the grant's prior streamlets use it
+	shapeList  = "h[qqqwbiw]"     // n x HOSTED
 	// DEDUP_IDS: done, next, n x (streamlet index, record index, stamp, id)
 	shapeIDPage = "hwh[hwis]"
 	// UNREACHABLE: flags, len, n x replica
@@ -956,11 +957,11 @@ const (
 
 // opRequestShapes are the NODE_REQUEST op bodies of PROTOCOL.md 9.4.
 var opRequestShapes = map[wire.NodeOp]string{
-	wire.OpWriteGrant: "sq", wire.OpInfo: "sb", wire.OpInterest: "sw", wire.OpHost: "h[qsqq]" + shapeGrant,
-	wire.OpSeal: "qqs", wire.OpFree: "q", wire.OpList: "s", wire.OpNotify: "s", wire.OpStatus: "", wire.OpLen: "q",
+	wire.OpWriteGrant: "sq", wire.OpHost: "h[qsqq]" + shapeGrant,
+	wire.OpSeal: "q", wire.OpFree: "q", wire.OpList: "s", wire.OpStatus: "", wire.OpLen: "q",
 	wire.OpExpire: "sq", wire.OpDedupIDs: "iwh[q]", wire.OpCopy: "sqqsqq", wire.OpDrain: "s",
-	wire.OpFence: "q", wire.OpSealAt: "qwh[s]", wire.OpUnreachable: "sqssb", wire.OpClaim: "sqsq",
-	wire.OpManager: "s",
+	wire.OpFence: "q", wire.OpSealAt: "qwh[s]", wire.OpUnreachable: "sqss", wire.OpCreate: "s",
+	wire.OpInterest: "h[sw]",
 }
 
 // walkShape reads the fields of shape from dec and writes each value it
@@ -1058,8 +1059,6 @@ func TestNodeEncDecRoundTrip(t *testing.T) {
 	in.U64(1001)
 	in.U32(9)
 	in.U8(1)
-	in.U64(43)
-	in.Str8("node-c")
 	in.I64(stamp1)
 	in.U32(5000)
 	list := bytes.Clone(in.B)
@@ -1149,7 +1148,11 @@ func TestNodeDecTruncated(t *testing.T) {
 		'w': func(e *wire.NodeEnc) { e.U32(3) }, 'q': func(e *wire.NodeEnc) { e.U64(4) },
 		'i': func(e *wire.NodeEnc) { e.I64(-5) }, 's': func(e *wire.NodeEnc) { e.Str8("ch") },
 	}
-	for op := wire.OpWriteGrant; op <= wire.OpManager; op++ {
+	for op := wire.OpWriteGrant; op <= wire.OpInterest; op++ {
+		switch op {
+		case 2, 3, 8, 18, 19: // retired (PROTOCOL.md 9.4)
+			continue
+		}
 		if _, ok := opRequestShapes[op]; !ok {
 			t.Errorf("op %d has no request shape", op)
 		}

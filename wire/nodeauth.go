@@ -30,8 +30,10 @@ import (
 // and T, one key per direction.
 
 // NodeVersion is the node-to-node protocol version in NODE_HELLO. Version 1
-// (a replayable proof, unprotected frames) is no longer accepted.
-const NodeVersion uint16 = 2
+// (a replayable proof, unprotected frames) is no longer accepted; version
+// 2 (the coordination the metadata log replaced: its ops mean other
+// things) neither: nodes of different versions refuse each other.
+const NodeVersion uint16 = 3
 
 // Sizes of the handshake's fixed fields.
 const (

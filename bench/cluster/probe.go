@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -101,9 +102,6 @@ func (p *Probe) roundTrip(op wire.NodeOp, body []byte) ([]byte, error) {
 	}
 }
 
-// hostedMinLen is the smallest encoded HOSTED entry (PROTOCOL.md 9.5).
-const hostedMinLen = 8 + 8 + 8 + 4 + 1 + 8 + 1 + 8 + 4
-
 // List returns the streamlets of channel that the node hosts (LIST).
 func (p *Probe) List(channel string) ([]role.Hosted, error) {
 	var e wire.NodeEnc
@@ -112,35 +110,11 @@ func (p *Probe) List(channel string) ([]role.Hosted, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := wire.NewNodeDec(wire.TypeNodeResponse, b)
-	n := int(d.U16())
-	if d.Err() == nil && n*hostedMinLen > len(b) {
-		d.Fail("%d streamlets cannot fit in %d bytes", n, len(b))
-	}
-	if d.Err() != nil {
-		return nil, fmt.Errorf("%w: %s: LIST: %v", ErrProbe, p.node, d.Err())
-	}
-	out := make([]role.Hosted, 0, n)
-	for i := 0; i < n; i++ {
-		h := role.Hosted{ID: d.U64(), Epoch: d.U64(), First: d.U64(), Len: d.U32(), Host: p.node}
-		f := d.U8()
-		h.Sealed, h.Fenced, h.Final = f&1 != 0, f&2 != 0, f&4 != 0
-		h.Succ, h.SuccHost, h.LeaseEnd, h.LimitMsgs = d.U64(), d.Str8(), d.I64(), d.U32()
-		if f&8 != 0 { // REPLICATED: the entry ends with its replica set (PROTOCOL.md 9.5)
-			n := int(d.U8())
-			for k := 0; k < n && d.Err() == nil; k++ {
-				h.Replicas = append(h.Replicas, d.Str8())
-			}
-		}
-		if f&0x10 != 0 {
-			continue // a former manager's mark, not a streamlet (PROTOCOL.md 9.5)
-		}
-		out = append(out, h)
-	}
-	if err := d.Done(); err != nil {
+	hs, err := cluster.DecodeHosted(b, p.node)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s: LIST: %v", ErrProbe, p.node, err)
 	}
-	return out, nil
+	return hs, nil
 }
 
 // Close closes the connection.

@@ -50,9 +50,13 @@ func bindClusterFlags(fs *flag.FlagSet, c *engine.ClusterOptions) {
 	fs.Var(quietString{&c.Secret}, "cluster-secret", "shared `SECRET` of the cluster, at least 32 bytes, the same on every node (default: $"+clusterSecretEnv+", then [cluster] secret)")
 	fs.Float64Var(&c.Capacity, "cluster-capacity", c.Capacity, "the node's relative size `N` for placement (0 = its CPU count)")
 	fs.DurationVar(&c.RPCTimeout, "cluster-rpc-timeout", c.RPCTimeout, "bound on one node-to-node request, `DUR` (0 = 2s)")
-	fs.DurationVar(&c.ClockSkew, "cluster-clock-skew", c.ClockSkew, "largest clock difference assumed between nodes, `DUR` (0 = 1s)")
 	fs.DurationVar(&c.ReportInterval, "cluster-report-interval", c.ReportInterval, "how often the node gossips its load, `DUR` (0 = 1s)")
 	fs.BoolVar(&c.S2, "cluster-s2", c.S2, "S2-compress node-to-node batches of 512 bytes or more when that saves an eighth (for slow or metered links between nodes; it costs CPU)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "`DIR` of the cluster's metadata log (Raft log, snapshots, this node's server id); a node restarted with it keeps its identity (default: sluice-data/NODE-NAME in the working directory)")
+	fs.StringVar(&c.RaftListen, "raft-listen", c.RaftListen, "`IP:PORT` of the metadata log's transport (default: --cluster-listen's IP, its port + 1)")
+	fs.StringVar(&c.RaftAdvertise, "raft-advertise", c.RaftAdvertise, "metadata log `IP:PORT` other nodes dial (default: --cluster-advertise's IP with the raft port)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "how many nodes a new cluster waits to see before it forms, `N` (0 = 1; set it to the number of nodes started together)")
+	fs.DurationVar(&c.RaftTimeout, "raft-timeout", c.RaftTimeout, "the metadata log's heartbeat and election timeout, `DUR` (0 = 1s): a leader's failure is noticed within about twice it")
 }
 
 // addrList is a flag.Value for a comma-separated list of addresses. The

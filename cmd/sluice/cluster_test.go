@@ -46,14 +46,15 @@ func TestParseServeCluster(t *testing.T) {
 		{[]string{"--cluster-listen", "127.0.0.1:0", "--node-name", "n1", "--join", "10.0.0.1:7946, 10.0.0.2:7946",
 			"--join", "10.0.0.3:7946", "--cluster-advertise", "10.0.0.9:7946", "--client-advertise", "10.0.0.9:7400",
 			"--cluster-secret", testSecret, "--cluster-capacity", "3", "--cluster-rpc-timeout", "1s",
-			"--cluster-clock-skew", "2s", "--cluster-report-interval", "300ms"}, func(c serveConfig, o engine.Options) bool {
+			"--cluster-report-interval", "300ms", "--data-dir", "/tmp/sluice-x", "--bootstrap-expect", "3"}, func(c serveConfig, o engine.Options) bool {
 			want := engine.ClusterOptions{Listen: "127.0.0.1:0", Advertise: "10.0.0.9:7946", ClientAdvertise: "10.0.0.9:7400",
 				Join: []string{"10.0.0.1:7946", "10.0.0.2:7946", "10.0.0.3:7946"}, Secret: testSecret, Capacity: 3,
-				RPCTimeout: time.Second, ClockSkew: 2 * time.Second, ReportInterval: 300 * time.Millisecond}
+				RPCTimeout: time.Second, ReportInterval: 300 * time.Millisecond, DataDir: "/tmp/sluice-x", BootstrapExpect: 3}
 			return o.Cluster != nil && o.ServerName == "n1" && c.nameSet &&
 				slices.Equal(o.Cluster.Join, want.Join) && o.Cluster.Listen == want.Listen && o.Cluster.Advertise == want.Advertise &&
 				o.Cluster.ClientAdvertise == want.ClientAdvertise && o.Cluster.Secret == want.Secret && o.Cluster.Capacity == 3 &&
-				o.Cluster.RPCTimeout == want.RPCTimeout && o.Cluster.ClockSkew == want.ClockSkew && o.Cluster.ReportInterval == want.ReportInterval
+				o.Cluster.RPCTimeout == want.RPCTimeout && o.Cluster.ReportInterval == want.ReportInterval &&
+					o.Cluster.DataDir == want.DataDir && o.Cluster.BootstrapExpect == want.BootstrapExpect
 		}, nil},
 		{[]string{"--name", "n2", "--cluster-listen", "127.0.0.1:0"}, func(c serveConfig, o engine.Options) bool {
 			return o.Cluster != nil && o.ServerName == "n2"

@@ -51,8 +51,12 @@ HOSTNAME:PORT) and the same streamlet limits and cluster secret
 (--cluster-secret, $SLUICE_CLUSTER_SECRET or the file's [cluster] secret,
 in that order; required with [auth]). The file's [cluster] table takes the
 same settings: listen, advertise, client-advertise, join, secret, capacity,
-rpc-timeout, clock-skew, report-interval. 'sluice cluster status' shows the
-members. Without --cluster-listen the server is single-node.`
+rpc-timeout, report-interval, s2, data-dir, raft-listen, raft-advertise,
+bootstrap-expect, raft-timeout. Every list of streamlets is committed to an
+embedded Raft log (the metadata log) kept in --data-dir; a node restarted
+with its data directory keeps its identity. 'sluice cluster status' shows
+the members and the log's leader and voters. Without --cluster-listen the
+server is single-node and needs no data directory.`
 
 // serveConfig is the parsed serve command line (and configuration file).
 type serveConfig struct {
