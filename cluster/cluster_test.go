@@ -3,8 +3,8 @@ package cluster
 import (
 	"errors"
 	"io"
-	"net"
 	"log/slog"
+	"net"
 	"reflect"
 	"slices"
 	"testing"

@@ -314,4 +314,3 @@ func (c *Cluster) serveDrain(node string) error {
 // Drain asks node (a member's name; "" or this node's name: this node) to
 // drain (OP_DRAIN); it returns once the request was accepted.
 func (c *Cluster) Drain(node string) error { return c.serveDrain(node) }
-

@@ -197,4 +197,3 @@ func (c *Cluster) Unread(node string, id uint64) {
 		_ = l.send(wire.AppendNodeUnread(nil, id))
 	}
 }
-

@@ -76,4 +76,3 @@ func (s idSource) MessageIDs(node string, streamlets []uint64, from int, since i
 	}
 	return decIDPage(b, len(streamlets))
 }
-

@@ -116,4 +116,3 @@ func (c *Cluster) Status() Status {
 	}
 	return st
 }
-

@@ -56,4 +56,3 @@ func (f singleFSM) Snapshot() (metalog.Snapshot, error) {
 func (f singleFSM) Restore(io.Reader) error {
 	return fmt.Errorf("engine: a single node's log restores no snapshots")
 }
-

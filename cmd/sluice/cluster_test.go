@@ -54,7 +54,7 @@ func TestParseServeCluster(t *testing.T) {
 				slices.Equal(o.Cluster.Join, want.Join) && o.Cluster.Listen == want.Listen && o.Cluster.Advertise == want.Advertise &&
 				o.Cluster.ClientAdvertise == want.ClientAdvertise && o.Cluster.Secret == want.Secret && o.Cluster.Capacity == 3 &&
 				o.Cluster.RPCTimeout == want.RPCTimeout && o.Cluster.ReportInterval == want.ReportInterval &&
-					o.Cluster.DataDir == want.DataDir && o.Cluster.BootstrapExpect == want.BootstrapExpect
+				o.Cluster.DataDir == want.DataDir && o.Cluster.BootstrapExpect == want.BootstrapExpect
 		}, nil},
 		{[]string{"--name", "n2", "--cluster-listen", "127.0.0.1:0"}, func(c serveConfig, o engine.Options) bool {
 			return o.Cluster != nil && o.ServerName == "n2"
