@@ -16,6 +16,12 @@ func (srv *Server) startPosition(sb wire.Subscribe, info *role.ChannelInfo, now 
 	case wire.StartEarliest:
 		return info.Earliest
 	case wire.StartPosition:
+		if sb.Epoch != 0 && sb.Epoch != info.Epoch {
+			// The position is of another incarnation: this one numbers
+			// from 1, and is delivered from there (what of it is no
+			// longer retained gets a GAP).
+			return 1
+		}
 		return sb.Arg
 	case wire.StartLast:
 		if info.Next-info.Earliest <= sb.Arg {

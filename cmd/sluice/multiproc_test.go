@@ -26,7 +26,8 @@ const mpSecret = "multi-process-test-secret-0123456789"
 // mpNode is one `sluice serve` process of the multi-process test.
 type mpNode struct {
 	proctest.Proc
-	client, gossip string
+	client, gossip, raft string
+	data                 string // its metadata log's directory, kept across its restarts
 }
 
 // freePort returns a loopback port that was free for TCP and UDP a moment
@@ -102,7 +103,7 @@ func newMPCluster(t *testing.T, names ...string) *mpCluster {
 	c := &mpCluster{t: t, bin: buildSluice(t), dir: dir, nodes: map[string]*mpNode{}, order: names}
 	for _, name := range names {
 		c.nodes[name] = &mpNode{Proc: proctest.Proc{Name: name, Log: filepath.Join(dir, name+".log")},
-			client: freePort(t), gossip: freePort(t)}
+			client: freePort(t), gossip: freePort(t), raft: freePort(t), data: filepath.Join(dir, name+"-data")}
 	}
 	t.Cleanup(func() {
 		for _, name := range c.order {
@@ -122,6 +123,7 @@ func newMPCluster(t *testing.T, names ...string) *mpCluster {
 func (c *mpCluster) start(n *mpNode, join ...string) {
 	c.t.Helper()
 	args := []string{c.bin, "serve", "--node-name", n.Name, "--listen", n.client, "--cluster-listen", n.gossip,
+		"--raft-listen", n.raft, "--data-dir", n.data, "--raft-timeout", "300ms",
 		"--loops", "2", "--limit-msgs", "200", "--limit-life", "500ms", "--ttl", "30s",
 		"--cluster-capacity", "1", "--cluster-report-interval", "200ms", "--shutdown-timeout", "2s"}
 	if len(join) > 0 {
