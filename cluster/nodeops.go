@@ -190,12 +190,6 @@ func decIDPage(body []byte, n int) (host.IDPage, error) {
 	return pg, nil
 }
 
-const (
-	refClosed     = 1
-	refLost       = 2
-	refReplicated = 4 // the entry ends with its replica set
-)
-
 // LIST (PROTOCOL.md 9.5) reports the streamlets of a channel a node
 // hosts: diagnostics only (bench/cluster's spread, read-only), nothing
 // decides on it. Entry: u64 id, u64 epoch, u64 first, u32 len, u8 flags,
