@@ -32,7 +32,7 @@ report-interval = "250ms"
 	}
 	want := engine.ClusterOptions{Listen: "127.0.0.1:7946", Advertise: "10.0.0.1:7946", ClientAdvertise: "10.0.0.1:7400",
 		Join: []string{"10.0.0.2:7946", "10.0.0.3:7946"}, Secret: testSecret, Capacity: 4,
-		RPCTimeout: 3 * time.Second, ReportInterval: 250 * time.Millisecond}
+		RPCTimeout: 3 * time.Second, ReportInterval: 250 * time.Millisecond, DataDir: "sluice-data/n1"}
 	if !s.ClusterOn() || !s.NameSet || s.Options.Cluster != nil {
 		t.Fatalf("ClusterOn %v NameSet %v Options.Cluster %+v", s.ClusterOn(), s.NameSet, s.Options.Cluster)
 	}

@@ -65,7 +65,7 @@ func startCluster(t testing.TB, names []string, mutate func(*Options)) []*Server
 // with every node's incarnation recorded.
 func lead(t testing.TB, s *Server, node string) {
 	t.Helper()
-	eventually(t, waitFor, node+" leads", func() bool {
+	eventually(t, 3*waitFor, node+" leads", func() bool {
 		ld := s.clu().Leadership()
 		if ld.Leader == node {
 			return true
