@@ -254,7 +254,7 @@ func TestPresenceSyncBadBodies(t *testing.T) {
 			}
 		})
 	}
-	for _, op := range []wire.NodeOp{wire.OpManager + 1, wire.OpServiceFirst - 1, wire.OpPresenceSync + 1} {
+	for _, op := range []wire.NodeOp{wire.OpInterest + 1, wire.OpServiceFirst - 1, wire.OpPresenceSync + 1} {
 		if _, _, err := wire.DecodeNodeRequest(cat(u8(uint8(op)))); !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("op %d: err = %v, want malformed", op, err)
 		}
