@@ -83,7 +83,7 @@ func argValues(t *testing.T, args []string, flags map[string]bool) map[string]st
 			t.Errorf("argument %q is not --flag=value", a)
 			continue
 		}
-		if !flags[name] && !pendingFlags[name] {
+		if !flags[name] {
 			t.Errorf("the chart passes --%s, which `sluice serve` does not have (docs/serve-flags.md)", name)
 		}
 		if _, dup := vals[name]; dup {
@@ -200,8 +200,8 @@ func checkArgs(t *testing.T, v variant, r *rendered, vals map[string]string, hea
 	if tls != v.tls || (v.tls && (vals["tls-cert"] == "" || vals["tls-key"] == "")) {
 		t.Errorf("tls %v: --tls-listen %q --tls-cert %q", v.tls, vals["tls-listen"], vals["tls-cert"])
 	}
-	if _, ok := vals["data-dir"]; ok != v.raft || (v.raft && vals["data-dir"] != "/data") {
-		t.Errorf("raft %v: --data-dir %q", v.raft, vals["data-dir"])
+	if _, ok := vals["data-dir"]; ok != (v.raft && v.cluster) || (ok && vals["data-dir"] != "/data") {
+		t.Errorf("raft %v cluster %v: --data-dir %q", v.raft, v.cluster, vals["data-dir"])
 	}
 	if v.raft && v.cluster && vals["bootstrap-expect"] != strconv.Itoa(int(*r.sts.Spec.Replicas)) {
 		t.Errorf("--bootstrap-expect=%q with %d replicas", vals["bootstrap-expect"], *r.sts.Spec.Replicas)

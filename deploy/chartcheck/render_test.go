@@ -194,19 +194,8 @@ func serveFlags(t *testing.T) map[string]bool {
 	return flags
 }
 
-// pendingFlags are flags the chart passes that `sluice serve` does not
-// have yet. RAFT: the Raft work (issue 24) adds them; remove each from
-// this list when it lands, and rename it here and in the chart if its
-// final name differs.
-var pendingFlags = map[string]bool{"data-dir": true, "raft-listen": true, "bootstrap-expect": true}
-
 func TestChartRendersValidObjects(t *testing.T) {
 	flags := serveFlags(t)
-	for p := range pendingFlags {
-		if flags[p] {
-			t.Logf("--%s exists now: remove it from pendingFlags", p)
-		}
-	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			r := decode(t, render(t, v))
