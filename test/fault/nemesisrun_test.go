@@ -135,8 +135,9 @@ func TestNemesis(t *testing.T) {
 }
 
 // nemesisRegressions are seeds that failed, kept by name: each replays
-// its schedule with its shape. found says what the run found then (on
-// main at 7b2f12a: the coordination of majority polls, before Raft).
+// its schedule with its shape. found says what the run found then on
+// main, with the coordination of majority polls from before Raft (at
+// 7b2f12a; seeds 5 to 8 at c816baf, whose serve is the same).
 // They take 4 to 6 minutes each; run one with
 //
 //	go test -tags faultsuite,nemesis -run 'TestNemesisRegressions/NAME' -v -timeout 30m ./test/fault/
@@ -159,6 +160,15 @@ var nemesisRegressions = []struct {
 	{"5n-r3-seed2", 2, fiveR3, "acked 80,100; 53,214 announced GAP lost to live subscribers (40,351 served by a replay); " +
 		"replays missing 126,775 (a 18,378, b 36,883, c 23,355, d 18,601, e 29,558), 3,839 of them announced lost; " +
 		"17 replays stop with no gap (b 9, c 2, e 6 channels); all 6 publishers with publishes unanswered 12 s after the end"},
+	{"3n-r2-seed5", 5, threeR2, "acked 74,919; 40,254 announced GAP lost to live subscribers (40,116 served by a replay); " +
+		"replays missing 10,359 (a 6,597, b 1,661, c 2,101), 3,998 of them announced lost; 4 replays on a stop with no gap"},
+	{"3n-r2-seed6", 6, threeR2, "acked 84,630; 13,552 announced GAP lost to live subscribers (all served by a replay); " +
+		"replays missing 75 (25 on each node), 18 replays stop with no gap (6 channels on each node)"},
+	{"3n-r2-seed7", 7, threeR2, "acked 79,003; 1,508 announced GAP lost to live subscribers (all served by a replay); " +
+		"replays missing 24,710 (a 8,328, b 8,191, c 8,191), 18,201 of them announced lost"},
+	{"3n-r2-seed8", 8, threeR2, "acked 76,525; a position of nem.18 acknowledged for two messages ({1 10368} and {6 10338}, " +
+		"at +137.6s during #8 one-way b -> c): every node delivers the second, porcupine finds nem.18 not linearizable; " +
+		"3 silent in live subscribers; replays missing 9,457 (a 4,198, b 4,130, c 1,129), 365 announced lost"},
 	// The seeds proposed for CI (80 s each).
 	{"ci-3n-r2-80s-seed38", 38, threeR2short, "acked 33,056; 2,931 announced GAP lost to live subscribers (all served by a replay); " +
 		"the replay on a misses 285 (one channel stops with no gap)"},
@@ -189,7 +199,7 @@ func TestNemesisRegressions(t *testing.T) {
 	bin := buildSluice(t)
 	for _, rc := range nemesisRegressions {
 		t.Run(rc.name, func(t *testing.T) {
-			t.Logf("on main at 7b2f12a this seed found: %s", rc.found)
+			t.Logf("with the coordination before Raft this seed found: %s", rc.found)
 			runNemesis(t, bin, rc.shape, rc.seed)
 		})
 	}

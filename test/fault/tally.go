@@ -172,26 +172,11 @@ func byNode(m map[string]int, unit string) string {
 }
 
 // Details places the first problems of the run in time (at most n lines):
-// which channel, position, subscriber (node), when it was acknowledged
-// and received, relative to which fault; then why each channel that is
-// not linearizable is not.
+// first why each channel that is not linearizable is not; then which
+// channel, position, subscriber (node), when it was acknowledged and
+// received, relative to which fault.
 func (t Tally) Details(ws []Window, start time.Time, n int) []string {
 	var out []string
-	for _, set := range []struct {
-		name string
-		r    Result
-	}{{"live", t.Live}, {"replay", t.Replay}} {
-		for _, p := range set.r.Problems {
-			if p.Kind == "announced" && t.Replicas < 2 && set.name == "live" {
-				continue // allowed for N = 1 (FalseGaps counts the wrong ones)
-			}
-			line := fmt.Sprintf("%s %s: %s; acknowledged %s", set.name, p.Kind, p.Text, Context(ws, p.Acked, start))
-			if !p.At.IsZero() {
-				line += fmt.Sprintf("; received at +%.1fs", p.At.Sub(start).Seconds())
-			}
-			out = append(out, line)
-		}
-	}
 	chans := make([]string, 0, len(t.Lin.Why))
 	for ch := range t.Lin.Why {
 		chans = append(chans, ch)
@@ -199,6 +184,24 @@ func (t Tally) Details(ws []Window, start time.Time, n int) []string {
 	sort.Strings(chans)
 	for _, ch := range chans {
 		out = append(out, fmt.Sprintf("not linearizable: %s: %s (times from the run's start)", ch, t.Lin.Why[ch]))
+	}
+	for _, set := range []struct {
+		name string
+		r    Result
+	}{{"live", t.Live}, {"replay", t.Replay}} {
+		for _, p := range set.r.Problems {
+			switch {
+			case p.Kind == "announced" && t.Replicas < 2 && set.name == "live":
+				continue // allowed for N = 1 (FalseGaps counts the wrong ones)
+			case p.Kind == "double-ack" && set.name == "replay":
+				continue // the same acknowledgements as live's
+			}
+			line := fmt.Sprintf("%s %s: %s; acknowledged %s", set.name, p.Kind, p.Text, Context(ws, p.Acked, start))
+			if !p.At.IsZero() {
+				line += fmt.Sprintf("; received at +%.1fs", p.At.Sub(start).Seconds())
+			}
+			out = append(out, line)
+		}
 	}
 	if len(out) > n {
 		out = append(out[:n], fmt.Sprintf("(%d more)", len(out)-n))
