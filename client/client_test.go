@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -430,10 +431,49 @@ func TestResumeEpochChangeAndGap(t *testing.T) {
 	}
 }
 
-// TestResumeEpochChangeContinuingPositions: the engine keeps numbering
-// across a channel's incarnations; the epoch change is surfaced and the
-// missing range is a lost gap (the server's own GAP for it is not repeated).
-func TestResumeEpochChangeContinuingPositions(t *testing.T) {
+// TestResumeEpochChangePartlyGone: a resume across an incarnation whose
+// first positions are no longer retained: the epoch change, then exactly
+// the new incarnation's positions 1..First-1 as lost (the server's own GAP
+// for them is not repeated), then its messages.
+func TestResumeEpochChangePartlyGone(t *testing.T) {
+	f := newFakeServer(t)
+	c, fc := connect(t, f, testWelcome())
+	sub, s := subscribeFake(t, c, fc, wire.Subscribed{First: 1, Next: 1, Epoch: 1})
+	fc.write(wire.AppendData(nil, s.SubID, 1, []byte("m1"), []byte("m2"), []byte("m3")))
+	for p := uint64(1); p <= 3; p++ {
+		wantMessage(t, nextEvent(t, sub), p, "m"+strconv.FormatUint(p, 10))
+	}
+	fc.close()
+	fc2 := f.acceptWelcome(testWelcome())
+	id, s2 := fc2.expectSubscribe()
+	if s2.Arg != 4 || s2.Epoch != 1 {
+		t.Fatalf("resume SUBSCRIBE %+v", s2)
+	}
+	// The new incarnation retains 10..10 (positions 1..9 expired).
+	fc2.write(wire.AppendSubscribed(nil, id, wire.Subscribed{SubID: s2.SubID, First: 10, Earliest: 10, Next: 11, Epoch: 1764633600000}))
+	fc2.write(wire.AppendGap(nil, s2.SubID, wire.Gap{From: 1, To: 9, Reason: wire.GapLost}))
+	fc2.write(wire.AppendData(nil, s2.SubID, 10, []byte("n10")))
+	ev := nextEvent(t, sub)
+	if ev.Kind != KindEpochChanged || ev.Epoch != 1764633600000 || ev.Position != 1 {
+		t.Fatalf("event %+v, want epoch change", ev)
+	}
+	wantGap(t, nextEvent(t, sub), 1, 9, wire.GapLost)
+	wantMessage(t, nextEvent(t, sub), 10, "n10")
+
+	// The next resume asks for the new incarnation's next position.
+	fc2.close()
+	fc3 := f.acceptWelcome(testWelcome())
+	_, s3 := fc3.expectSubscribe()
+	if s3.Start != wire.StartPosition || s3.Arg != 11 || s3.Epoch != 1764633600000 {
+		t.Fatalf("resume SUBSCRIBE %+v", s3)
+	}
+}
+
+// TestResumeEpochChangeBeyondCursor: the new incarnation's first retained
+// position lies beyond the old cursor: the gap still starts at 1, its
+// first position, not at the old incarnation's cursor, whether or not the
+// server sends a GAP of its own.
+func TestResumeEpochChangeBeyondCursor(t *testing.T) {
 	f := newFakeServer(t)
 	c, fc := connect(t, f, testWelcome())
 	sub, s := subscribeFake(t, c, fc, wire.Subscribed{First: 1, Next: 1, Epoch: 1})
@@ -442,15 +482,13 @@ func TestResumeEpochChangeContinuingPositions(t *testing.T) {
 	fc.close()
 	fc2 := f.acceptWelcome(testWelcome())
 	id, s2 := fc2.expectSubscribe()
-	fc2.write(wire.AppendSubscribed(nil, id, wire.Subscribed{SubID: s2.SubID, First: 10, Earliest: 10, Next: 11, Epoch: 10}))
-	fc2.write(wire.AppendGap(nil, s2.SubID, wire.Gap{From: 2, To: 9, Reason: wire.GapLost}))
-	fc2.write(wire.AppendData(nil, s2.SubID, 10, []byte("m10")))
-	ev := nextEvent(t, sub)
-	if ev.Kind != KindEpochChanged || ev.Epoch != 10 || ev.Position != 10 {
+	fc2.write(wire.AppendSubscribed(nil, id, wire.Subscribed{SubID: s2.SubID, First: 50, Earliest: 50, Next: 51, Epoch: 2}))
+	fc2.write(wire.AppendData(nil, s2.SubID, 50, []byte("n50")))
+	if ev := nextEvent(t, sub); ev.Kind != KindEpochChanged || ev.Epoch != 2 || ev.Position != 1 {
 		t.Fatalf("event %+v, want epoch change", ev)
 	}
-	wantGap(t, nextEvent(t, sub), 2, 9, wire.GapLost)
-	wantMessage(t, nextEvent(t, sub), 10, "m10")
+	wantGap(t, nextEvent(t, sub), 1, 49, wire.GapLost)
+	wantMessage(t, nextEvent(t, sub), 50, "n50")
 }
 
 func TestDataHoleBecomesGap(t *testing.T) {

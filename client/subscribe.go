@@ -21,10 +21,11 @@ const (
 	// delivered, for Gap.Reason.
 	KindGap
 	// KindEpochChanged: on resuming, the server reported a different epoch
-	// (Epoch) for the channel: it was recreated, and history may have been
-	// lost (a following Gap with reason lost says which positions). Position
-	// is the new first position; if it is below the positions delivered
-	// before, the new epoch numbers afresh and delivery restarts there.
+	// (Epoch) for the channel: it is a new incarnation (the channel was
+	// dropped after idling and used again, or a single node restarted),
+	// whose positions count from 1 again. Delivery restarts at Position,
+	// which is 1; a following Gap with reason lost covers what of the new
+	// incarnation is no longer retained.
 	KindEpochChanged
 	// KindJoin: Member entered the channel's presence
 	// (WithPresenceEvents). Presence events carry no position.
@@ -69,7 +70,7 @@ type GapInfo struct {
 type Event struct {
 	Kind     EventKind
 	Channel  string
-	Position uint64 // KindMessage: the message's position; KindEpochChanged: the new first position
+	Position uint64 // KindMessage: the message's position; KindEpochChanged: 1, where the new incarnation's delivery restarts
 	// Payload is the message (KindMessage). It belongs to the application
 	// and stays valid forever. It shares one backing array with the other
 	// messages of its batch, with its capacity capped, so appending to it
@@ -407,10 +408,11 @@ func (sub *Subscription) terminate(err error) {
 // The methods below run on the reader goroutine of session s.
 
 // onSubscribed applies a SUBSCRIBED: an epoch change becomes a
-// KindEpochChanged event (and restarts the cursor at info.First if the new
-// epoch numbers below it); a resume (or FromPosition start) answered with a
-// later First becomes a Gap event (reason lost after an epoch change,
-// expired otherwise), so nothing is skipped silently.
+// KindEpochChanged event, and delivery restarts at position 1, where every
+// incarnation's numbering starts (PROTOCOL.md 5), with a lost Gap for what
+// of the new incarnation is gone (up to info.First); a resume (or
+// FromPosition start) answered with a later First becomes a Gap event
+// (expired), so nothing is skipped silently.
 func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscribed) {
 	if sub.pflags&wire.FlagPresenceEvents != 0 && s.welcome.Features&wire.FeaturePresence != 0 {
 		sub.startSync(s) // the member set starts over from the server's answer
@@ -426,24 +428,18 @@ func (sub *Subscription) onSubscribed(s *session, want uint64, info wire.Subscri
 	sub.mu.Unlock()
 	switch {
 	case prevEpoch != 0 && info.Epoch != prevEpoch:
-		ev := Event{Kind: KindEpochChanged, Channel: sub.channel, Position: info.First, Epoch: info.Epoch}
+		ev := Event{Kind: KindEpochChanged, Channel: sub.channel, Position: 1, Epoch: info.Epoch}
 		if !s.deliver(sub, ev) {
 			return // not queued: the next resume detects the change again
 		}
 		sub.mu.Lock()
 		sub.epoch = info.Epoch
-		cur := sub.cursor.Load()
-		if cur == 0 || info.First < cur {
-			// The new incarnation numbers from below what was delivered:
-			// start over at its First.
-			sub.cursor.Store(info.First)
-			cur = info.First
-		}
+		sub.cursor.Store(1)
 		sub.mu.Unlock()
-		if info.First > cur {
-			// Positions continue across incarnations: what lies between
-			// was lost with the old one.
-			sub.emitGap(s, wire.Gap{From: cur, To: info.First - 1, Reason: wire.GapLost})
+		if info.First > 1 {
+			// The new incarnation's first positions are gone (the
+			// server's own GAP for them is then already covered).
+			sub.emitGap(s, wire.Gap{From: 1, To: info.First - 1, Reason: wire.GapLost})
 		}
 		return
 	case want != 0 && info.First > want:

@@ -20,8 +20,11 @@ const subDescription = `
 Subscribes to CHANNEL and prints one line per message to standard output:
 POSITION, a tab, then the payload's bytes as they are (hex-encoded with
 --hex). Each gap notice goes to standard error as "gap FROM-TO REASON"
-(REASON: expired, slow or lost); a change of the channel's epoch as
-"epoch EPOCH from POSITION". The start is one of --from, --last or --since
+(REASON: expired, slow or lost). A resume that finds a new incarnation of
+the channel (it was dropped after idling and used again, or a single server
+restarted: a new epoch, positions counting from 1 again) prints "epoch
+EPOCH from 1" there, then "gap 1-N lost" if its first messages are gone,
+then its messages. The start is one of --from, --last or --since
 (default: --from live). With --count N it exits 0 after N messages;
 otherwise it runs until interrupted (SIGINT: exit 0). If the connection
 drops it reconnects and resumes after the last message printed. Exit
