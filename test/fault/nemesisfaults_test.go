@@ -5,6 +5,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -25,7 +26,6 @@ type nemesis struct {
 	ctx   context.Context
 	sched Schedule
 	start time.Time
-	wipe  func(n *node) // gives node n a fresh data directory
 
 	windows    []Window
 	open       map[int]int    // fault seq -> its index in windows, until healed
@@ -186,11 +186,18 @@ func (nm *nemesis) drained(i int) {
 	}
 }
 
+// wipeData gives node n a fresh data directory from its next start on:
+// it lost its state.
+func (tp *topo) wipeData(n *node) {
+	_ = os.RemoveAll(tp.dataDir(n))
+	tp.wipes[n.name]++
+}
+
 // restart starts node i again, with a fresh data directory when wipe.
 func (nm *nemesis) restart(i int, wipe bool) {
 	n := nm.tp.nodes[i]
 	if wipe {
-		nm.wipe(n)
+		nm.tp.wipeData(n)
 	}
 	nm.tp.start(n)
 	nm.down[i] = false

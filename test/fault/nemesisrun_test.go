@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,38 +221,14 @@ func replayHint(seed uint64, r nemesisRun) string {
 	return env + " go test -tags faultsuite,nemesis -run 'TestNemesis$' -v -timeout 30m ./test/fault/"
 }
 
-// serveSupports reports which of the flags the binary's `serve --help`
-// lists (the Raft coordination adds --data-dir and --bootstrap-expect).
-func serveSupports(bin string, flags ...string) map[string]bool {
-	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput() // exits 0 or 2 after printing
-	has := map[string]bool{}
-	for _, f := range flags {
-		has[f] = strings.Contains(string(out), "-"+f+" ")
-	}
-	return has
-}
-
-// nodeSetup gives each node its serve flags: --data-dir (kept across the
-// node's restarts unless a fault wipes it) and --bootstrap-expect, where
-// the binary has them.
-func nodeSetup(t *testing.T, tp *topo, bin string, nodes int) (wipe func(n *node)) {
-	has := serveSupports(bin, "data-dir", "bootstrap-expect")
-	t.Logf("the binary has --data-dir: %v, --bootstrap-expect: %v", has["data-dir"], has["bootstrap-expect"])
-	gen := map[string]int{} // wipes so far, by node
-	dir := func(n *node) string { return filepath.Join(tp.dir, fmt.Sprintf("%s-data-%d", n.name, gen[n.name])) }
-	tp.nodeFlags = func(n *node) []string {
-		var f []string
-		if has["data-dir"] {
-			f = append(f, "--data-dir", dir(n))
-		}
-		if has["bootstrap-expect"] {
-			f = append(f, "--bootstrap-expect", strconv.Itoa(nodes))
-		}
-		return f
-	}
-	return func(n *node) {
-		_ = os.RemoveAll(dir(n))
-		gen[n.name]++ // a fresh directory: the node lost its state
+// nodeSetup passes --bootstrap-expect (every node) where the binary has
+// it; --data-dir the topology passes (kept across a node's restarts until
+// a fault wipes it).
+func nodeSetup(t *testing.T, tp *topo, bin string, nodes int) {
+	has := serveSupports(bin, "bootstrap-expect")
+	t.Logf("the binary has --data-dir: %v, --bootstrap-expect: %v", tp.dataDirs, has["bootstrap-expect"])
+	if has["bootstrap-expect"] {
+		tp.nodeFlags = func(*node) []string { return []string{"--bootstrap-expect", strconv.Itoa(nodes)} }
 	}
 }
 
@@ -272,7 +247,7 @@ func runNemesis(t *testing.T, bin string, r nemesisRun, seed uint64) {
 		"--ttl", (r.Duration + 10*time.Minute).String()) // nothing expires before the replay
 	tp := newTopo(t, bin, r.Nodes, flags...)
 	tp.joinAll = true
-	wipe := nodeSetup(t, tp, bin, r.Nodes)
+	nodeSetup(t, tp, bin, r.Nodes)
 	for _, n := range tp.nodes {
 		tp.start(n)
 	}
@@ -301,7 +276,7 @@ func runNemesis(t *testing.T, bin string, r nemesisRun, seed uint64) {
 		pwg.Add(1)
 		go func() { defer pwg.Done(); p.run(pubCtx, chans, r.Rate) }()
 	}
-	nm := &nemesis{t: t, tp: tp, sched: sched, start: time.Now(), wipe: wipe, ctx: ctx}
+	nm := &nemesis{t: t, tp: tp, sched: sched, start: time.Now(), ctx: ctx}
 	nm.run()
 	nm.sleepUntil(r.Duration)
 	stopPubs()

@@ -78,6 +78,27 @@ type topo struct {
 	// nodeFlags, if set, returns serve flags of node n alone (each
 	// start), after extra.
 	nodeFlags func(n *node) []string
+	// dataDirs: the binary keeps the metadata log in --data-dir; each node
+	// gets one in dir, kept across its restarts (the nemesis's wipeData
+	// gives it a fresh one).
+	dataDirs bool
+	wipes    map[string]int // wipeData calls, by node
+}
+
+// dataDir is node n's --data-dir.
+func (tp *topo) dataDir(n *node) string {
+	return filepath.Join(tp.dir, fmt.Sprintf("%s-data-%d", n.name, tp.wipes[n.name]))
+}
+
+// serveSupports reports which of the flags the binary's `serve --help`
+// lists (the Raft coordination added --data-dir and --bootstrap-expect).
+func serveSupports(bin string, flags ...string) map[string]bool {
+	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput() // exits 0 or 2 after printing
+	has := map[string]bool{}
+	for _, f := range flags {
+		has[f] = strings.Contains(string(out), "-"+f+" ")
+	}
+	return has
 }
 
 // capacity returns node name's --cluster-capacity.
@@ -202,7 +223,8 @@ func newTopo(t *testing.T, bin string, n int, extra ...string) *topo {
 	sweepStale()
 	topoCount++
 	prefix := fmt.Sprintf("%sc%d", namePrefix, topoCount%10)
-	tp := &topo{t: t, bin: bin, dir: t.TempDir(), bridge: prefix + "br", subnet: pickSubnet(t), extra: extra}
+	tp := &topo{t: t, bin: bin, dir: t.TempDir(), bridge: prefix + "br", subnet: pickSubnet(t), extra: extra,
+		dataDirs: serveSupports(bin, "data-dir")["data-dir"], wipes: map[string]int{}}
 	t.Cleanup(tp.cleanup)
 	run(t, "ip", "link", "add", tp.bridge, "type", "bridge")
 	run(t, "ip", "addr", "add", tp.subnet+".254/24", "dev", tp.bridge)
@@ -290,6 +312,9 @@ func (tp *topo) start(n *node) {
 		args = append(args, "--join", tp.nodes[1].gossip())
 	}
 	args = append(args, tp.extra...)
+	if tp.dataDirs { // in the test's directory, not the working directory's sluice-data/
+		args = append(args, "--data-dir", tp.dataDir(n))
+	}
 	if tp.nodeFlags != nil {
 		args = append(args, tp.nodeFlags(n)...)
 	}
