@@ -51,6 +51,14 @@ func validCases() []validCase {
 			msg{hdr(wire.TypeSubscribe, 0, 5, 31), subscribeV{7, wire.StartPosition, 1001, 0x1122334455667788, "prices.eu"}}},
 		{"subscribed", wire.AppendSubscribed(nil, 5, wire.Subscribed{SubID: 7, First: 1001, Earliest: 900, Next: 1010, Epoch: 0x1122334455667788}),
 			msg{hdr(wire.TypeSubscribed, 0, 5, 36), wire.Subscribed{SubID: 7, First: 1001, Earliest: 900, Next: 1010, Epoch: 0x1122334455667788}}},
+		// A resume as clients send it: positions count from 1 within an
+		// epoch, and an epoch is about its incarnation's creation time in
+		// milliseconds (both far below 2^53, which the TypeScript SDK
+		// needs; subscribe and subscribed show any u64 travels).
+		{"subscribe_resume", wire.AppendSubscribe(nil, 8, wire.Subscribe{SubID: 3, Start: wire.StartPosition, Arg: 43, Epoch: 1764633600000, Channel: []byte("chat")}),
+			msg{hdr(wire.TypeSubscribe, 0, 8, 26), subscribeV{3, wire.StartPosition, 43, 1764633600000, "chat"}}},
+		{"subscribed_resume", wire.AppendSubscribed(nil, 8, wire.Subscribed{SubID: 3, First: 43, Earliest: 1, Next: 57, Epoch: 1764633600000}),
+			msg{hdr(wire.TypeSubscribed, 0, 8, 36), wire.Subscribed{SubID: 3, First: 43, Earliest: 1, Next: 57, Epoch: 1764633600000}}},
 		{"unsubscribe", wire.AppendUnsubscribe(nil, 6, 7),
 			msg{hdr(wire.TypeUnsubscribe, 0, 6, 4), unsubMsg(7)}},
 		{"data", wire.AppendData(nil, 7, 1001, []byte("a"), []byte("bc"), []byte{}),

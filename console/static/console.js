@@ -279,8 +279,8 @@ function startOption(v) {
   if (v === "earliest") return "earliest";
   if (v === "position") {
     const t = $("tail-position").value.trim();
-    if (!/^[1-9][0-9]*$/.test(t)) throw new Error("a position is a whole number from 1");
-    return { position: BigInt(t) };
+    if (!/^[1-9][0-9]*$/.test(t) || !Number.isSafeInteger(Number(t))) throw new Error("a position is a whole number from 1");
+    return { position: Number(t) };
   }
   if (v === "last100") return { last: 100 };
   return "live";
@@ -324,7 +324,7 @@ async function tail() {
     app.sub = sub;
     $("tail-stop").disabled = false;
     const i = sub.info;
-    const retained = i.earliest !== 0n && i.earliest < i.next ? `retained ${i.earliest}–${i.next - 1n}` : "nothing retained";
+    const retained = i.earliest !== 0 && i.earliest < i.next ? `retained ${i.earliest}–${i.next - 1}` : "nothing retained";
     $("tail-status").textContent = `tailing ${channel} from position ${i.first} (${retained}, epoch ${i.epoch})`;
     if ($("tail").tBodies[0].rows.length === 0) {
       const tr = $("tail").tBodies[0].insertRow();
@@ -376,14 +376,14 @@ function addRow(ev) {
     tr.dataset.gap = `${ev.from}-${ev.to}`;
     cell(tr, ev.from === ev.to ? `${ev.from}` : `${ev.from}–${ev.to}`, "num");
     cell(tr, now);
-    const n = ev.to - ev.from + 1n;
-    cell(tr, `gap: ${n} message${n === 1n ? "" : "s"} not delivered (${ev.reason})`);
+    const n = ev.to - ev.from + 1;
+    cell(tr, `gap: ${n} message${n === 1 ? "" : "s"} not delivered (${ev.reason})`);
   } else {
     tr.className = "epoch";
     tr.dataset.epoch = String(ev.epoch);
     cell(tr, String(ev.position), "num");
     cell(tr, now);
-    cell(tr, `epoch changed to ${ev.epoch}: the channel's history was lost and started again at ${ev.position}`);
+    cell(tr, `new incarnation of the channel (epoch ${ev.epoch}): its positions start again at ${ev.position}`);
   }
   while (tb.rows.length > MAX_ROWS) tb.deleteRow(tb.rows.length - 1);
 }

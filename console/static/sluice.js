@@ -34,6 +34,7 @@ __export(codec_exports, {
   MAX_MSGID_LEN: () => MAX_MSGID_LEN,
   MAX_NAME_LEN: () => MAX_NAME_LEN,
   MAX_TOKEN_LEN: () => MAX_TOKEN_LEN,
+  MAX_U64_NUMBER: () => MAX_U64_NUMBER,
   MIN_MAX_BODY: () => MIN_MAX_BODY,
   MalformedFrameError: () => MalformedFrameError,
   NO_HEADERS: () => NO_HEADERS,
@@ -43,6 +44,7 @@ __export(codec_exports, {
   VERSION_1: () => VERSION_1,
   Writer: () => Writer,
   checkExt: () => checkExt,
+  checkU64: () => checkU64,
   codeFatal: () => codeFatal,
   codeName: () => codeName,
   decodeData: () => decodeData,
@@ -90,6 +92,7 @@ var MAX_TOKEN_LEN = 4096;
 var MAX_NAME_LEN = 255;
 var MIN_MAX_BODY = 8192;
 var DATA_PREFIX_LEN = 12;
+var MAX_U64_NUMBER = Number.MAX_SAFE_INTEGER;
 var FrameType = {
   HELLO: 1,
   WELCOME: 2,
@@ -191,7 +194,6 @@ var InvalidChannelError = class extends Error {
     this.name = "InvalidChannelError";
   }
 };
-var U64_MAX = (1n << 64n) - 1n;
 var NO_HEADERS = Object.freeze([]);
 var enc = new TextEncoder();
 var dec = new TextDecoder("utf-8", { fatal: false });
@@ -219,7 +221,15 @@ var Writer = class {
     this.view.setUint32(this.off, v >>> 0);
     this.off += 4;
   }
+  /** A position, epoch or start argument: a safe non-negative integer (checkU64). */
   u64(v) {
+    checkU64(v, "u64");
+    this.view.setUint32(this.off, Math.floor(v / 4294967296));
+    this.view.setUint32(this.off + 4, v % 4294967296);
+    this.off += 8;
+  }
+  /** A u64 that is an identifier, not a position (e.g. a presence member's connection). */
+  u64big(v) {
     this.view.setBigUint64(this.off, BigInt.asUintN(64, v));
     this.off += 8;
   }
@@ -238,7 +248,9 @@ function frame(type, flags, id, bodyLen) {
   return w;
 }
 function checkU64(v, field) {
-  if (v < 0n || v > U64_MAX) throw new RangeError(`${field} ${v} is not a u64`);
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new RangeError(`${field} ${typeof v === "bigint" ? `${v}n` : String(v)} is not an integer in 0..2^53-1`);
+  }
   return v;
 }
 function mustFit(type, field, n, max) {
@@ -537,7 +549,23 @@ var Reader = class {
     this.off += 4;
     return v;
   }
+  /**
+   * A position, epoch or start argument: a u64 above 2^53-1 fails (a
+   * number would round it), naming the field and its offset.
+   */
   u64(field) {
+    if (!this.need(8, field)) return 0;
+    const hi = this.view.getUint32(this.off);
+    const lo = this.view.getUint32(this.off + 4);
+    if (hi > 2097151) {
+      this.fail(`${field} ${BigInt(hi) << 32n | BigInt(lo)} at offset ${this.off} exceeds 2^53-1, the largest this SDK represents exactly`);
+      return 0;
+    }
+    this.off += 8;
+    return hi * 4294967296 + lo;
+  }
+  /** A u64 that is an identifier, not a position (e.g. a presence member's connection). */
+  u64big(field) {
     if (!this.need(8, field)) return 0n;
     const v = this.view.getBigUint64(this.off);
     this.off += 8;
@@ -652,6 +680,7 @@ function decodePubAck(body) {
     const id = d.u32("request id");
     acks[i] = { id, position: d.u64("position") };
   }
+  d.check();
   return acks;
 }
 function decodeSubscribe(body) {
@@ -702,7 +731,7 @@ function decodeData(body) {
     if (count === 0) d.fail("record count 0");
     else if (count > Math.floor(records.length / 4)) {
       d.fail(`record count ${count} cannot fit in ${records.length} bytes of records`);
-    } else if (first > U64_MAX - BigInt(count - 1)) d.fail(`positions ${first}+${count} overflow`);
+    } else if (first > MAX_U64_NUMBER - (count - 1)) d.fail(`positions ${first}+${count} overflow 2^53-1`);
   }
   d.check();
   const rv = new DataView(records.buffer, records.byteOffset, records.byteLength);
@@ -950,7 +979,7 @@ function writeMember(w, m) {
   w.bytes(id);
   w.u8(node.length);
   w.bytes(node);
-  w.u64(m.conn);
+  w.u64big(m.conn);
   w.u16(m.info.length);
   w.bytes(m.info);
 }
@@ -959,7 +988,7 @@ function readMember(d) {
   const nl = d.u8("nodeLen");
   if (d.err === null && nl === 0) d.fail(`empty node name at offset ${d.off - 1}`);
   const node = dec2.decode(d.bytes(nl, "node"));
-  const conn = d.u64("conn");
+  const conn = d.u64big("conn");
   const il = d.u16("infoLen");
   if (d.err === null && il > MAX_CLIENT_INFO_LEN) d.fail(`client info length ${il} exceeds ${MAX_CLIENT_INFO_LEN}`);
   const info = d.bytes(il, "info").slice();
@@ -1679,11 +1708,11 @@ var Client = class {
   sendSubscribe(s, sub) {
     let kind = sub.startKind;
     let arg = sub.startArg;
-    if (sub.cursor !== 0n) {
+    if (sub.cursor !== 0) {
       kind = StartKind.POSITION;
       arg = sub.cursor;
     }
-    const want = kind === StartKind.POSITION ? arg : 0n;
+    const want = kind === StartKind.POSITION ? arg : 0;
     let wireID;
     do {
       this.nextWireID = this.nextWireID + 1 >>> 0;
@@ -1784,25 +1813,30 @@ var Client = class {
   }
 };
 function startOf(s) {
-  if (s === "live") return [StartKind.LIVE, 0n];
-  if (s === "earliest") return [StartKind.EARLIEST, 0n];
+  if (s === "live") return [StartKind.LIVE, 0];
+  if (s === "earliest") return [StartKind.EARLIEST, 0];
   if (typeof s === "object" && s !== null) {
     if ("position" in s) {
-      const p = BigInt(s.position);
-      if (p <= 0n) throw new InvalidOptionError("sluice: position must be >= 1 (positions start at 1)");
-      return [StartKind.POSITION, p];
+      return [StartKind.POSITION, wholeNumber("position", s.position, 1, " (positions start at 1)")];
     }
-    if ("last" in s) {
-      const n = BigInt(s.last);
-      if (n < 0n) throw new InvalidOptionError("sluice: last must be >= 0");
-      return [StartKind.LAST, n];
-    }
+    if ("last" in s) return [StartKind.LAST, wholeNumber("last", s.last, 0, "")];
     if ("sinceMs" in s) {
-      if (!(s.sinceMs >= 0)) throw new InvalidOptionError("sluice: sinceMs must be >= 0");
-      return [StartKind.SINCE, BigInt(Math.floor(s.sinceMs))];
+      if (!(typeof s.sinceMs === "number" && s.sinceMs >= 0 && s.sinceMs <= MAX_U64_NUMBER)) {
+        throw new InvalidOptionError(`sluice: sinceMs must be a number from 0 to 2^53-1, got ${show(s.sinceMs)}`);
+      }
+      return [StartKind.SINCE, Math.floor(s.sinceMs)];
     }
   }
-  throw new InvalidOptionError(`sluice: invalid start ${JSON.stringify(s, (_, v) => typeof v === "bigint" ? String(v) : v)}`);
+  throw new InvalidOptionError(`sluice: invalid start ${JSON.stringify(s, (_, v) => typeof v === "bigint" ? `${v}n` : v)}`);
+}
+function wholeNumber(name, v, min, why) {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min) {
+    throw new InvalidOptionError(`sluice: ${name} must be a whole number from ${min} to 2^53-1${why}, got ${show(v)}`);
+  }
+  return v;
+}
+function show(v) {
+  return typeof v === "bigint" ? `${v}n (a bigint; positions are numbers)` : typeof v === "string" ? JSON.stringify(v) : String(v);
 }
 var Session = class {
   constructor(c, ws, url, welcome) {
@@ -1951,15 +1985,13 @@ var Session = class {
         return;
       case FrameType.DATA: {
         const d = decodeData(body);
-        if (d.first === 0n || d.first + BigInt(d.records.length) > (1n << 64n) - 1n) {
-          throw new ProtocolError(`DATA positions ${d.first}+${d.records.length} out of range`);
-        }
+        if (d.first === 0) throw new ProtocolError("DATA at position 0, which no message has");
         this.subs.get(h.id)?.onData(this, d.first, d.records);
         return;
       }
       case FrameType.GAP: {
         const g = decodeGap(body);
-        if (g.from === 0n || g.to === (1n << 64n) - 1n) throw new ProtocolError(`GAP ${g.from}-${g.to} out of range`);
+        if (g.from === 0) throw new ProtocolError(`GAP ${g.from}-${g.to} from position 0, which no message has`);
         this.subs.get(h.id)?.onGap(this, g);
         return;
       }
@@ -2104,10 +2136,10 @@ var Subscription = class {
   /** @internal */
   sess = null;
   /** @internal */
-  cursor = 0n;
+  cursor = 0;
   // next position expected; 0 before the first SUBSCRIBED
   /** @internal */
-  epoch = 0n;
+  epoch = 0;
   // epoch of the last SUBSCRIBED; 0 = unknown
   /** @internal */
   paused = false;
@@ -2142,7 +2174,7 @@ var Subscription = class {
   get error() {
     return this._error;
   }
-  /** The position the next message should have (0n before the first SUBSCRIBED). */
+  /** The position the next message should have (0 before the first SUBSCRIBED). */
   get nextPosition() {
     return this.cursor;
   }
@@ -2281,7 +2313,14 @@ var Subscription = class {
     if ((this.pflags & FLAG_PRESENCE_EVENTS) !== 0 && this.members_.pause(paused)) s.syncMembers(this);
     this.deliver({ kind: "occupancy", channel: this.channel, occupancy: o, eventsPaused: paused });
   }
-  /** @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed). */
+  /**
+   * @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed):
+   * an epoch change is an epoch event and delivery restarts at position 1,
+   * where every incarnation numbers from (PROTOCOL.md 5), with a lost gap
+   * for what of the new incarnation is gone (up to first; the server's own
+   * GAP for it is then already covered); a later first than asked is an
+   * expired gap.
+   */
   onSubscribed(s, want, info) {
     if ((this.pflags & FLAG_PRESENCE_EVENTS) !== 0 && (s.welcome.features & FEATURE_PRESENCE) !== 0) {
       s.syncMembers(this);
@@ -2290,25 +2329,20 @@ var Subscription = class {
     const prevEpoch = this.epoch;
     this.subscribed = true;
     this.resolveReady();
-    if (prevEpoch !== 0n && info.epoch !== prevEpoch) {
-      if (!this.deliver({ kind: "epoch", channel: this.channel, epoch: info.epoch, position: info.first })) return;
+    if (prevEpoch !== 0 && info.epoch !== prevEpoch) {
+      if (!this.deliver({ kind: "epoch", channel: this.channel, epoch: info.epoch, position: 1 })) return;
       this.epoch = info.epoch;
-      let cur = this.cursor;
-      if (cur === 0n || info.first < cur) {
-        this.cursor = cur = info.first;
-      }
-      if (info.first > cur) {
-        this.emitGap({ from: cur, to: info.first - 1n, reason: GapReason.LOST });
-      }
+      this.cursor = 1;
+      if (info.first > 1) this.emitGap({ from: 1, to: info.first - 1, reason: GapReason.LOST });
       return;
     }
     this.epoch = info.epoch;
-    if (want !== 0n && info.first > want) {
-      if (this.cursor === 0n) this.cursor = want;
-      this.emitGap({ from: want, to: info.first - 1n, reason: GapReason.EXPIRED });
+    if (want !== 0 && info.first > want) {
+      if (this.cursor === 0) this.cursor = want;
+      this.emitGap({ from: want, to: info.first - 1, reason: GapReason.EXPIRED });
       return;
     }
-    if (this.cursor === 0n) this.cursor = info.first > want ? info.first : want;
+    if (this.cursor === 0) this.cursor = info.first > want ? info.first : want;
   }
   /** @internal A refused SUBSCRIBE: a first one fails subscribe(); a resume is retried if retriable. */
   onSubscribeError(s, err) {
@@ -2328,12 +2362,12 @@ var Subscription = class {
     let pos = first;
     for (const r of records) {
       const cur = this.cursor;
-      if (cur !== 0n && pos < cur) {
+      if (cur !== 0 && pos < cur) {
         pos++;
         continue;
       }
-      if (cur !== 0n && pos > cur) {
-        if (!this.emitGap({ from: cur, to: pos - 1n, reason: GapReason.LOST })) return;
+      if (cur !== 0 && pos > cur) {
+        if (!this.emitGap({ from: cur, to: pos - 1, reason: GapReason.LOST })) return;
       }
       const ev = {
         kind: "message",
@@ -2344,17 +2378,17 @@ var Subscription = class {
         headers: r.headers
       };
       if (!this.deliver(ev)) return;
-      this.cursor = pos + 1n;
+      this.cursor = pos + 1;
       pos++;
     }
   }
   /** @internal Delivers a GAP, trimmed to the positions not yet delivered. */
   onGap(_s, g) {
     const cur = this.cursor;
-    if (cur !== 0n) {
+    if (cur !== 0) {
       if (g.to < cur) return;
       if (g.from > cur) {
-        if (!this.emitGap({ from: cur, to: g.from - 1n, reason: GapReason.LOST })) return;
+        if (!this.emitGap({ from: cur, to: g.from - 1, reason: GapReason.LOST })) return;
       }
       if (g.from < cur) g = { ...g, from: cur };
     }
@@ -2364,7 +2398,7 @@ var Subscription = class {
     if (!this.deliver({ kind: "gap", channel: this.channel, from: g.from, to: g.to, reason: gapReasonName(g.reason) })) {
       return false;
     }
-    this.cursor = g.to + 1n;
+    this.cursor = g.to + 1;
     return true;
   }
 };

@@ -34,7 +34,7 @@ async function jsAckAsync(srv) {
   const payload = new Uint8Array(SIZE).fill(97);
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
-  let last = 0n;
+  let last = 0;
   const inflight = [];
   for (let i = 0; i < COUNT; i++) {
     inflight.push(c.publish("bench.ack", payload));

@@ -94,12 +94,17 @@ export type StateEvent =
   | { state: "disconnected"; url: string; error: Error }
   | { state: "closed"; error: Error };
 
-/** Where a subscription starts (PROTOCOL.md 2.5). */
+/**
+ * Where a subscription starts (PROTOCOL.md 2.5): at the live edge, at the
+ * oldest retained message, at a position (a channel's positions count from
+ * 1 within its epoch), n messages back, or sinceMs milliseconds back.
+ * Numbers are whole and at most 2^53-1.
+ */
 export type Start =
   | "live"
   | "earliest"
-  | { position: bigint | number }
-  | { last: bigint | number }
+  | { position: number }
+  | { last: number }
   | { sinceMs: number };
 
 /** Options of subscribe(). */
@@ -160,7 +165,8 @@ export interface PublishOptions {
 export interface MessageEvent {
   kind: "message";
   channel: string;
-  position: bigint;
+  /** Its position: from 1 within the channel's epoch, one more than the previous message's. */
+  position: number;
   payload: Uint8Array;
   /** The publisher's message id, or null. */
   msgId: Uint8Array | null;
@@ -172,22 +178,23 @@ export interface MessageEvent {
 export interface GapEvent {
   kind: "gap";
   channel: string;
-  from: bigint;
-  to: bigint;
+  from: number;
+  to: number;
   reason: codec.GapReasonName;
 }
 
 /**
- * On resuming, the server reported another epoch for the channel: its
- * history was lost and started again. position is the new first position;
- * a following gap (reason lost) says which positions were lost if they
- * continue; if position is below what was delivered, numbering restarted.
+ * On resuming, the server reported another epoch for the channel: it is a
+ * new incarnation (the channel was dropped after idling and used again, or
+ * a single node restarted, PROTOCOL.md 5), whose positions count from 1
+ * again. Delivery restarts at position, which is 1; a following gap
+ * (reason lost) covers what of the new incarnation is no longer retained.
  */
 export interface EpochEvent {
   kind: "epoch";
   channel: string;
-  epoch: bigint;
-  position: bigint;
+  epoch: number;
+  position: number;
 }
 
 /** A member joined or left the channel's presence (presenceEvents). Carries no position. */
@@ -222,10 +229,10 @@ export interface PresenceState {
 
 /** The values of the latest SUBSCRIBED. */
 export interface SubInfo {
-  first: bigint;
-  earliest: bigint;
-  next: bigint;
-  epoch: bigint;
+  first: number;
+  earliest: number;
+  next: number;
+  epoch: number;
 }
 
 type Payload = Uint8Array | ArrayBuffer | string;
@@ -242,7 +249,7 @@ interface Queued {
 }
 
 interface Pending {
-  resolve(pos: bigint): void;
+  resolve(pos: number): void;
   reject(e: unknown): void;
   signal?: AbortSignal;
   onAbort?: () => void;
@@ -250,7 +257,7 @@ interface Pending {
 }
 
 type ReqEntry =
-  | { kind: "sub"; sub: Subscription; want: bigint; wireID: number }
+  | { kind: "sub"; sub: Subscription; want: number; wireID: number }
   | { kind: "unsub"; reply?: (err: Error | null) => void }
   | { kind: "presence"; st: PresenceState; reply?: (st: PresenceState | null, err: Error | null) => void; sync?: Subscription };
 
@@ -724,8 +731,8 @@ export class Client {
    * UnknownOutcomeError (sent, but the acknowledgement was lost: the
    * message may or may not be stored; it is not sent again).
    */
-  publish(channel: string, payload: Payload, opts: PublishOptions = {}): Promise<bigint> {
-    return this.enqueue(channel, payload, true, opts) as Promise<bigint>;
+  publish(channel: string, payload: Payload, opts: PublishOptions = {}): Promise<number> {
+    return this.enqueue(channel, payload, true, opts) as Promise<number>;
   }
 
   /**
@@ -820,7 +827,7 @@ export class Client {
       if (q.ack) {
         this.inflight++;
         s.sendPublish(q.channel, q.payload, q.ext, {
-          resolve: q.resolve as (pos: bigint) => void,
+          resolve: q.resolve as (pos: number) => void,
           reject: q.reject,
           signal: q.signal,
           settled: false,
@@ -891,11 +898,11 @@ export class Client {
   sendSubscribe(s: Session, sub: Subscription) {
     let kind = sub.startKind;
     let arg = sub.startArg;
-    if (sub.cursor !== 0n) {
+    if (sub.cursor !== 0) {
       kind = codec.StartKind.POSITION;
       arg = sub.cursor;
     }
-    const want = kind === codec.StartKind.POSITION ? arg : 0n;
+    const want = kind === codec.StartKind.POSITION ? arg : 0;
     let wireID: number;
     do {
       this.nextWireID = (this.nextWireID + 1) >>> 0;
@@ -1005,26 +1012,34 @@ export class Client {
   }
 }
 
-function startOf(s: Start): [number, bigint] {
-  if (s === "live") return [codec.StartKind.LIVE, 0n];
-  if (s === "earliest") return [codec.StartKind.EARLIEST, 0n];
+function startOf(s: Start): [number, number] {
+  if (s === "live") return [codec.StartKind.LIVE, 0];
+  if (s === "earliest") return [codec.StartKind.EARLIEST, 0];
   if (typeof s === "object" && s !== null) {
     if ("position" in s) {
-      const p = BigInt(s.position);
-      if (p <= 0n) throw new InvalidOptionError("sluice: position must be >= 1 (positions start at 1)");
-      return [codec.StartKind.POSITION, p];
+      return [codec.StartKind.POSITION, wholeNumber("position", s.position, 1, " (positions start at 1)")];
     }
-    if ("last" in s) {
-      const n = BigInt(s.last);
-      if (n < 0n) throw new InvalidOptionError("sluice: last must be >= 0");
-      return [codec.StartKind.LAST, n];
-    }
+    if ("last" in s) return [codec.StartKind.LAST, wholeNumber("last", s.last, 0, "")];
     if ("sinceMs" in s) {
-      if (!(s.sinceMs >= 0)) throw new InvalidOptionError("sluice: sinceMs must be >= 0");
-      return [codec.StartKind.SINCE, BigInt(Math.floor(s.sinceMs))];
+      if (!(typeof s.sinceMs === "number" && s.sinceMs >= 0 && s.sinceMs <= codec.MAX_U64_NUMBER)) {
+        throw new InvalidOptionError(`sluice: sinceMs must be a number from 0 to 2^53-1, got ${show(s.sinceMs)}`);
+      }
+      return [codec.StartKind.SINCE, Math.floor(s.sinceMs)];
     }
   }
-  throw new InvalidOptionError(`sluice: invalid start ${JSON.stringify(s, (_, v) => (typeof v === "bigint" ? String(v) : v))}`);
+  throw new InvalidOptionError(`sluice: invalid start ${JSON.stringify(s, (_, v) => (typeof v === "bigint" ? `${v}n` : v))}`);
+}
+
+/** v if it is a whole number from min to 2^53-1; InvalidOptionError otherwise (a bigint included). */
+function wholeNumber(name: string, v: unknown, min: number, why: string): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min) {
+    throw new InvalidOptionError(`sluice: ${name} must be a whole number from ${min} to 2^53-1${why}, got ${show(v)}`);
+  }
+  return v;
+}
+
+function show(v: unknown): string {
+  return typeof v === "bigint" ? `${v}n (a bigint; positions are numbers)` : typeof v === "string" ? JSON.stringify(v) : String(v);
 }
 
 /**
@@ -1117,7 +1132,7 @@ export class Session {
    * answered (or the session died), frees its window slot. An aborted wait
    * settles the caller early but keeps the slot until the answer.
    */
-  private settle(pe: Pending, pos: bigint | null, err: Error | null, answered: boolean) {
+  private settle(pe: Pending, pos: number | null, err: Error | null, answered: boolean) {
     if (!pe.settled) {
       pe.settled = true;
       if (pe.signal && pe.onAbort) pe.signal.removeEventListener("abort", pe.onAbort);
@@ -1190,16 +1205,14 @@ export class Session {
         }
         return;
       case codec.FrameType.DATA: {
-        const d = codec.decodeData(body);
-        if (d.first === 0n || d.first + BigInt(d.records.length) > (1n << 64n) - 1n) {
-          throw new ProtocolError(`DATA positions ${d.first}+${d.records.length} out of range`);
-        }
+        const d = codec.decodeData(body); // positions past 2^53-1 are malformed
+        if (d.first === 0) throw new ProtocolError("DATA at position 0, which no message has");
         this.subs.get(h.id)?.onData(this, d.first, d.records);
         return;
       }
       case codec.FrameType.GAP: {
         const g = codec.decodeGap(body);
-        if (g.from === 0n || g.to === (1n << 64n) - 1n) throw new ProtocolError(`GAP ${g.from}-${g.to} out of range`);
+        if (g.from === 0) throw new ProtocolError(`GAP ${g.from}-${g.to} from position 0, which no message has`);
         this.subs.get(h.id)?.onGap(this, g);
         return;
       }
@@ -1336,8 +1349,8 @@ export class Session {
 export class Subscription implements AsyncIterable<SubEvent> {
   /** @internal */ wireID = 0;
   /** @internal */ sess: Session | null = null;
-  /** @internal */ cursor = 0n; // next position expected; 0 before the first SUBSCRIBED
-  /** @internal */ epoch = 0n; // epoch of the last SUBSCRIBED; 0 = unknown
+  /** @internal */ cursor = 0; // next position expected; 0 before the first SUBSCRIBED
+  /** @internal */ epoch = 0; // epoch of the last SUBSCRIBED; 0 = unknown
   /** @internal */ paused = false;
   private subscribed = false;
   private _info: SubInfo | null = null;
@@ -1356,7 +1369,7 @@ export class Subscription implements AsyncIterable<SubEvent> {
     private readonly c: Client,
     readonly channel: string,
     /** @internal */ readonly startKind: number,
-    /** @internal */ readonly startArg: bigint,
+    /** @internal */ readonly startArg: number,
     private readonly buffer: number,
     private readonly onEvent?: (ev: SubEvent) => void,
     private readonly onEnd?: (err: Error) => void,
@@ -1387,8 +1400,8 @@ export class Subscription implements AsyncIterable<SubEvent> {
     return this._error;
   }
 
-  /** The position the next message should have (0n before the first SUBSCRIBED). */
-  get nextPosition(): bigint {
+  /** The position the next message should have (0 before the first SUBSCRIBED). */
+  get nextPosition(): number {
     return this.cursor;
   }
 
@@ -1543,8 +1556,15 @@ export class Subscription implements AsyncIterable<SubEvent> {
     this.deliver({ kind: "occupancy", channel: this.channel, occupancy: o, eventsPaused: paused });
   }
 
-  /** @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed). */
-  onSubscribed(s: Session, want: bigint, info: codec.Subscribed) {
+  /**
+   * @internal Applies a SUBSCRIBED (see client/subscribe.go onSubscribed):
+   * an epoch change is an epoch event and delivery restarts at position 1,
+   * where every incarnation numbers from (PROTOCOL.md 5), with a lost gap
+   * for what of the new incarnation is gone (up to first; the server's own
+   * GAP for it is then already covered); a later first than asked is an
+   * expired gap.
+   */
+  onSubscribed(s: Session, want: number, info: codec.Subscribed) {
     if ((this.pflags & pres.FLAG_PRESENCE_EVENTS) !== 0 && (s.welcome.features & pres.FEATURE_PRESENCE) !== 0) {
       s.syncMembers(this); // the member set starts over from the server's answer
     }
@@ -1552,28 +1572,22 @@ export class Subscription implements AsyncIterable<SubEvent> {
     const prevEpoch = this.epoch;
     this.subscribed = true;
     this.resolveReady();
-    if (prevEpoch !== 0n && info.epoch !== prevEpoch) {
-      if (!this.deliver({ kind: "epoch", channel: this.channel, epoch: info.epoch, position: info.first })) return;
+    if (prevEpoch !== 0 && info.epoch !== prevEpoch) {
+      // Not taken (paused): the next resume sees the change again.
+      if (!this.deliver({ kind: "epoch", channel: this.channel, epoch: info.epoch, position: 1 })) return;
       this.epoch = info.epoch;
-      let cur = this.cursor;
-      if (cur === 0n || info.first < cur) {
-        // The new incarnation numbers from below what was delivered: start over at its first.
-        this.cursor = cur = info.first;
-      }
-      if (info.first > cur) {
-        // Positions continue across incarnations: what lies between was lost with the old one.
-        this.emitGap({ from: cur, to: info.first - 1n, reason: codec.GapReason.LOST });
-      }
+      this.cursor = 1;
+      if (info.first > 1) this.emitGap({ from: 1, to: info.first - 1, reason: codec.GapReason.LOST });
       return;
     }
     this.epoch = info.epoch;
-    if (want !== 0n && info.first > want) {
-      if (this.cursor === 0n) this.cursor = want;
+    if (want !== 0 && info.first > want) {
+      if (this.cursor === 0) this.cursor = want;
       // The server starts later than asked: the range before first is gone.
-      this.emitGap({ from: want, to: info.first - 1n, reason: codec.GapReason.EXPIRED });
+      this.emitGap({ from: want, to: info.first - 1, reason: codec.GapReason.EXPIRED });
       return;
     }
-    if (this.cursor === 0n) this.cursor = info.first > want ? info.first : want;
+    if (this.cursor === 0) this.cursor = info.first > want ? info.first : want;
   }
 
   /** @internal A refused SUBSCRIBE: a first one fails subscribe(); a resume is retried if retriable. */
@@ -1591,16 +1605,16 @@ export class Subscription implements AsyncIterable<SubEvent> {
   }
 
   /** @internal Delivers a DATA frame's messages; duplicates dropped, a hole before first is a gap (lost). */
-  onData(_s: Session, first: bigint, records: codec.DataRecord[]) {
+  onData(_s: Session, first: number, records: codec.DataRecord[]) {
     let pos = first;
     for (const r of records) {
       const cur = this.cursor;
-      if (cur !== 0n && pos < cur) {
+      if (cur !== 0 && pos < cur) {
         pos++;
         continue; // a duplicate of a delivered position
       }
-      if (cur !== 0n && pos > cur) {
-        if (!this.emitGap({ from: cur, to: pos - 1n, reason: codec.GapReason.LOST })) return;
+      if (cur !== 0 && pos > cur) {
+        if (!this.emitGap({ from: cur, to: pos - 1, reason: codec.GapReason.LOST })) return;
       }
       // Copy: the payload belongs to the application, not to the frame's buffer.
       const ev: MessageEvent = {
@@ -1612,7 +1626,7 @@ export class Subscription implements AsyncIterable<SubEvent> {
         headers: r.headers,
       };
       if (!this.deliver(ev)) return;
-      this.cursor = pos + 1n;
+      this.cursor = pos + 1;
       pos++;
     }
   }
@@ -1620,10 +1634,10 @@ export class Subscription implements AsyncIterable<SubEvent> {
   /** @internal Delivers a GAP, trimmed to the positions not yet delivered. */
   onGap(_s: Session, g: codec.Gap) {
     const cur = this.cursor;
-    if (cur !== 0n) {
+    if (cur !== 0) {
       if (g.to < cur) return;
       if (g.from > cur) {
-        if (!this.emitGap({ from: cur, to: g.from - 1n, reason: codec.GapReason.LOST })) return;
+        if (!this.emitGap({ from: cur, to: g.from - 1, reason: codec.GapReason.LOST })) return;
       }
       if (g.from < cur) g = { ...g, from: cur };
     }
@@ -1634,7 +1648,7 @@ export class Subscription implements AsyncIterable<SubEvent> {
     if (!this.deliver({ kind: "gap", channel: this.channel, from: g.from, to: g.to, reason: codec.gapReasonName(g.reason) })) {
       return false;
     }
-    this.cursor = g.to + 1n;
+    this.cursor = g.to + 1;
     return true;
   }
 }

@@ -7,8 +7,13 @@
 // there is no stream splitting here: decodeFrame also refuses a message
 // that holds more or fewer bytes than its header declares.
 //
-// Integers are big-endian. Positions, epochs and start arguments are u64
-// and travel as bigint; everything else fits a number.
+// Integers are big-endian. Positions, epochs and start arguments are u64 on
+// the wire and plain numbers here (a channel's positions count from 1
+// within its epoch, and an epoch is about the creation time in
+// milliseconds: both stay far below 2^53). A decoder refuses a u64 above
+// Number.MAX_SAFE_INTEGER as malformed, naming the field, rather than
+// round it; an encoder refuses a number that is not a safe non-negative
+// integer.
 
 export const HEADER_LEN = 10;
 export const VERSION_1 = 1;
@@ -18,6 +23,11 @@ export const MAX_NAME_LEN = 255;
 /** The smallest body limit; also a client's limit before WELCOME arrives. */
 export const MIN_MAX_BODY = 8192;
 export const DATA_PREFIX_LEN = 12;
+/**
+ * The largest position, epoch or start argument this SDK represents
+ * (2^53-1, Number.MAX_SAFE_INTEGER): larger u64 values are refused.
+ */
+export const MAX_U64_NUMBER = Number.MAX_SAFE_INTEGER;
 
 /** Frame types of protocol v1 (PROTOCOL.md 2). */
 export const FrameType = {
@@ -193,28 +203,28 @@ export interface Welcome {
 
 export interface Ack {
   id: number;
-  position: bigint;
+  position: number;
 }
 
 export interface Subscribe {
   subID: number;
   start: number;
-  arg: bigint;
-  epoch: bigint;
+  arg: number;
+  epoch: number;
   channel: string;
 }
 
 export interface Subscribed {
   subID: number;
-  first: bigint;
-  earliest: bigint;
-  next: bigint;
-  epoch: bigint;
+  first: number;
+  earliest: number;
+  next: number;
+  epoch: number;
 }
 
 export interface Gap {
-  from: bigint;
-  to: bigint;
+  from: number;
+  to: number;
   reason: number;
 }
 
@@ -249,12 +259,11 @@ export interface DataRecord {
 }
 
 export interface Data {
-  first: bigint;
+  first: number;
   /** The records, at positions first, first+1, ...; payloads are views into the frame. */
   records: DataRecord[];
 }
 
-const U64_MAX = (1n << 64n) - 1n;
 /** The headers of a record without any (shared, frozen). */
 export const NO_HEADERS: HeaderField[] = Object.freeze([]) as unknown as HeaderField[];
 const enc = new TextEncoder();
@@ -289,7 +298,15 @@ export class Writer {
     this.view.setUint32(this.off, v >>> 0);
     this.off += 4;
   }
-  u64(v: bigint) {
+  /** A position, epoch or start argument: a safe non-negative integer (checkU64). */
+  u64(v: number) {
+    checkU64(v, "u64");
+    this.view.setUint32(this.off, Math.floor(v / 0x100000000));
+    this.view.setUint32(this.off + 4, v % 0x100000000);
+    this.off += 8;
+  }
+  /** A u64 that is an identifier, not a position (e.g. a presence member's connection). */
+  u64big(v: bigint) {
     this.view.setBigUint64(this.off, BigInt.asUintN(64, v));
     this.off += 8;
   }
@@ -310,8 +327,11 @@ export function frame(type: number, flags: number, id: number, bodyLen: number):
   return w;
 }
 
-function checkU64(v: bigint, field: string): bigint {
-  if (v < 0n || v > U64_MAX) throw new RangeError(`${field} ${v} is not a u64`);
+/** Returns v if it is a safe non-negative integer (a u64 a number holds exactly); throws RangeError. */
+export function checkU64(v: number, field: string): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new RangeError(`${field} ${typeof v === "bigint" ? `${v}n` : String(v)} is not an integer in 0..2^53-1`);
+  }
   return v;
 }
 
@@ -580,7 +600,7 @@ export function encodeUnsubscribed(id: number, subID: number): Uint8Array {
  * A DATA frame of records at positions first, first+1, ...: plain payloads,
  * or records with a message id or headers, which become extended records.
  */
-export function encodeData(subID: number, first: bigint, records: Array<Uint8Array | (Ext & { payload: Uint8Array })>): Uint8Array {
+export function encodeData(subID: number, first: number, records: Array<Uint8Array | (Ext & { payload: Uint8Array })>): Uint8Array {
   const bodies = records.map((r) =>
     r instanceof Uint8Array ? { ext: false, b: r } : hasExt(r) ? { ext: true, b: encodeExt(r, r.payload) } : { ext: false, b: r.payload },
   );
@@ -675,7 +695,23 @@ export class Reader {
     this.off += 4;
     return v;
   }
-  u64(field: string): bigint {
+  /**
+   * A position, epoch or start argument: a u64 above 2^53-1 fails (a
+   * number would round it), naming the field and its offset.
+   */
+  u64(field: string): number {
+    if (!this.need(8, field)) return 0;
+    const hi = this.view.getUint32(this.off);
+    const lo = this.view.getUint32(this.off + 4);
+    if (hi > 0x1fffff) {
+      this.fail(`${field} ${(BigInt(hi) << 32n) | BigInt(lo)} at offset ${this.off} exceeds 2^53-1, the largest this SDK represents exactly`);
+      return 0;
+    }
+    this.off += 8;
+    return hi * 0x100000000 + lo;
+  }
+  /** A u64 that is an identifier, not a position (e.g. a presence member's connection). */
+  u64big(field: string): bigint {
     if (!this.need(8, field)) return 0n;
     const v = this.view.getBigUint64(this.off);
     this.off += 8;
@@ -819,6 +855,7 @@ export function decodePubAck(body: Uint8Array): Ack[] {
     const id = d.u32("request id");
     acks[i] = { id, position: d.u64("position") };
   }
+  d.check(); // a position beyond 2^53-1
   return acks;
 }
 
@@ -868,7 +905,8 @@ export function decodeUnsubscribed(body: Uint8Array): number {
 
 /**
  * Decodes a DATA body: a count of 0, a record overrunning the body, bytes
- * after the last record, or positions past the largest u64 are malformed.
+ * after the last record, or positions past 2^53-1 (MAX_U64_NUMBER) are
+ * malformed.
  * The count is checked against the bytes present (4 per record at least)
  * before any room is made for the records.
  */
@@ -881,7 +919,7 @@ export function decodeData(body: Uint8Array): Data {
     if (count === 0) d.fail("record count 0");
     else if (count > Math.floor(records.length / 4)) {
       d.fail(`record count ${count} cannot fit in ${records.length} bytes of records`);
-    } else if (first > U64_MAX - BigInt(count - 1)) d.fail(`positions ${first}+${count} overflow`);
+    } else if (first > MAX_U64_NUMBER - (count - 1)) d.fail(`positions ${first}+${count} overflow 2^53-1`);
   }
   d.check();
   const rv = new DataView(records.buffer, records.byteOffset, records.byteLength);

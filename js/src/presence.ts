@@ -93,7 +93,7 @@ function writeMember(w: ReturnType<typeof frame>, m: Member) {
   w.bytes(id);
   w.u8(node.length);
   w.bytes(node);
-  w.u64(m.conn);
+  w.u64big(m.conn);
   w.u16(m.info.length);
   w.bytes(m.info);
 }
@@ -103,7 +103,7 @@ function readMember(d: Reader): Member {
   const nl = d.u8("nodeLen");
   if (d.err === null && nl === 0) d.fail(`empty node name at offset ${d.off - 1}`);
   const node = dec.decode(d.bytes(nl, "node"));
-  const conn = d.u64("conn");
+  const conn = d.u64big("conn");
   const il = d.u16("infoLen");
   if (d.err === null && il > MAX_CLIENT_INFO_LEN) d.fail(`client info length ${il} exceeds ${MAX_CLIENT_INFO_LEN}`);
   const info = d.bytes(il, "info").slice();

@@ -6,55 +6,24 @@ import { createHash } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startServer, goPublish } from "./server.mjs";
+import { startServer, goPublish, waitEarliest, cuttableProxy, holdOff } from "./server.mjs";
 import { launchBrowser } from "./browser.mjs";
 import { connect } from "../dist/index.js";
-import net from "node:net";
-
-/** A TCP proxy to port whose connections the test can cut. */
-function cuttableProxy(port) {
-  return cuttableProxyOn(0, port);
-}
-
-/** The same, listening on listenPort (0: a free one). */
-function cuttableProxyOn(listenPort, port) {
-  const conns = new Set();
-  const server = net.createServer((c) => {
-    const up = net.connect(port, "127.0.0.1");
-    const pair = [c, up];
-    conns.add(pair);
-    c.pipe(up);
-    up.pipe(c);
-    const end = () => {
-      c.destroy();
-      up.destroy();
-      conns.delete(pair);
-    };
-    c.on("error", end).on("close", end);
-    up.on("error", end).on("close", end);
-  });
-  return new Promise((resolve) =>
-    server.listen(listenPort, "127.0.0.1", () =>
-      resolve({
-        port: server.address().port,
-        /** Resets every connection through the proxy, as a network failure would. */
-        cut() {
-          for (const [c, up] of conns) {
-            c.resetAndDestroy();
-            up.destroy();
-          }
-          conns.clear();
-        },
-        close: () => new Promise((r) => server.close(r)),
-      }),
-    ),
-  );
-}
 
 const WAIT = { timeout: 20000 };
 
+// Channels under console.old. keep 5 messages per streamlet for 100 ms
+// after it closes, so a test can make their first positions expire.
+const shortHistory = `
+[[channel-rules]]
+prefix = "console.old."
+limit-msgs = 5
+limit-life = "1m"
+ttl = "100ms"
+`;
+
 test("console: members, channels and a typed channel's live tail with positions; screenshot", async () => {
-  const srv = await startServer();
+  const srv = await startServer({ config: shortHistory });
   const b = await launchBrowser();
   try {
     const { page } = b;
@@ -69,6 +38,7 @@ test("console: members, channels and a typed channel's live tail with positions;
 
     const messages = ["hello from Go", "второе сообщение", '{"price": 42.5}'];
     const positions = await goPublish(srv, "console.demo", messages);
+    assert.deepEqual(positions, [1, 2, 3], "a new channel numbers from 1");
     await page.waitForFunction((n) => document.querySelectorAll("#tail tbody tr.message").length === n, messages.length, WAIT);
     const rows = await page.$$eval("#tail tbody tr.message", (trs) =>
       trs.map((tr) => ({ pos: tr.dataset.position, cells: [...tr.cells].map((td) => td.textContent) })),
@@ -103,18 +73,26 @@ test("console: members, channels and a typed channel's live tail with positions;
       load.close();
     }
 
-    // Tailing from a position before the retained history shows a gap
-    // notice for what is missing, then the messages.
-    const from = positions[0] - 5n;
+    // Tailing from position 1 of a channel whose positions 1..5 expired
+    // shows a gap notice for them, then the messages from 6.
+    const old = "console.old.demo";
+    await goPublish(srv, old, ["o1", "o2", "o3", "o4", "o5"]);
+    const kept = await goPublish(srv, old, messages); // a second streamlet, open for a minute
+    assert.deepEqual(kept, [6, 7, 8]);
+    const look = await connect(srv.wsURL);
+    const info = await waitEarliest(look, old, 6);
+    look.close();
+    await page.fill("#tail-channel", old);
     await page.selectOption("#tail-start", "position");
-    await page.fill("#tail-position", String(from));
+    await page.fill("#tail-position", "1");
     await page.click("#tail-go");
     await page.waitForFunction((n) => document.querySelectorAll("#tail tbody tr.message").length === n, messages.length, WAIT);
     const tailRows = await page.$$eval("#tail tbody tr", (trs) => trs.map((tr) => [tr.className, tr.cells[0].textContent, tr.cells[2].textContent]));
     assert.deepEqual(tailRows, [
-      ...positions.map((p, i) => ["message", String(p), messages[i]]).reverse(),
-      ["gap", `${from}–${positions[0] - 1n}`, "gap: 5 messages not delivered (expired)"],
+      ...kept.map((p, i) => ["message", String(p), messages[i]]).reverse(),
+      ["gap", "1–5", "gap: 5 messages not delivered (expired)"],
     ]);
+    assert.equal(await page.textContent("#tail-status"), `tailing ${old} from position 6 (retained 6–8, epoch ${info.epoch})`);
 
     const dir = mkdtempSync(path.join(tmpdir(), "sluice-console-"));
     const shot = path.join(dir, "console.png");
@@ -230,8 +208,12 @@ test("SDK in the page: publish and subscribe, then the server is killed and rest
     const epochIdx = evs.findIndex((e) => e.kind === "epoch");
     assert.equal(epochIdx, 3, "the epoch change comes right after the three messages");
     assert.notEqual(evs[epochIdx].epoch, await page.evaluate(() => window.epoch0));
-    const after = evs.slice(epochIdx + 1).filter((e) => e.kind === "message");
-    assert.deepEqual(after.at(-1), { kind: "message", position: afterPos, text: "after restart" });
+    // The restarted node's channel is a new incarnation, numbered from 1 and delivered whole.
+    assert.deepEqual(first, ["1", "2", "3"]);
+    assert.equal(evs[epochIdx].position, "1");
+    assert.equal(afterPos, "1");
+    assert.deepEqual(evs.slice(epochIdx + 1), [{ kind: "message", position: "1", text: "after restart" }]);
+    assert.deepEqual(await page.evaluate(() => [typeof window.sub.info.epoch, typeof window.sub.nextPosition]), ["number", "number"]);
     assert.deepEqual(await page.evaluate(() => window.states.slice(0, 3)), ["connected", "disconnected", "connected"]);
     assert.deepEqual(b.errors.map(String), []);
   } finally {
@@ -261,13 +243,11 @@ test("SDK in the page: the connection is cut while messages are published; the p
     const before = await goPublish(srv, "browser.cut", ["b1", "b2"]);
     await page.waitForFunction(() => window.events.length === 2, null, WAIT);
     // Hold reconnects off while publishing: the proxy takes no new connections, and the open one is reset.
-    const closing = proxy.close();
-    proxy.cut();
-    await closing;
+    await holdOff(proxy);
     await page.waitForFunction(() => window.states.includes("disconnected"), null, WAIT);
     const during = await goPublish(srv, "browser.cut", ["d1", "d2", "d3"]);
     // Let the page back in on the same port.
-    const proxy2 = await cuttableProxyOn(proxy.port, srv.ports.ws);
+    const proxy2 = await cuttableProxy(srv.ports.ws, proxy.port);
     try {
       await page.waitForFunction((n) => window.events.length === n, 5, WAIT);
       const after = await goPublish(srv, "browser.cut", ["a1"]);
@@ -284,6 +264,91 @@ test("SDK in the page: the connection is cut while messages are published; the p
       proxy2.cut();
       await proxy2.close();
     }
+    assert.deepEqual(b.errors.map(String), []);
+  } finally {
+    await b.close();
+    await srv.stop();
+  }
+});
+
+// A page's subscription away while its node restarts and the new
+// incarnation's first messages expire: the resume reports the epoch
+// change, exactly the new incarnation's positions 1..3 as lost, then its
+// messages from 4; every position and epoch is a number.
+test("SDK in the page: a resume across a node's restart, the new incarnation's first positions expired: the epoch change, gap 1-3 lost, then position 4", async () => {
+  const args = ["--limit-msgs", "3", "--limit-life", "1m", "--ttl", "100ms"];
+  let srv = await startServer({ args });
+  const proxy = await cuttableProxy(srv.ports.ws);
+  const b = await launchBrowser();
+  let proxy2 = null;
+  let watch = null;
+  try {
+    const { page } = b;
+    await page.goto(`${srv.httpURL}/console/config.json`);
+    await page.evaluate(async (wsURL) => {
+      const sluice = await import("/console/sluice.js");
+      const w = window;
+      w.events = [];
+      w.client = await sluice.connect(wsURL, { backoffMinMs: 20, backoffMaxMs: 100 });
+      const td = new TextDecoder();
+      w.sub = await w.client.subscribe("browser.incarnation", {
+        start: "earliest",
+        onEvent: (ev) => w.events.push(ev.kind === "message" ? { kind: "message", position: ev.position, text: td.decode(ev.payload) } : ev),
+      });
+    }, `ws://127.0.0.1:${proxy.port}/`);
+    assert.deepEqual(await goPublish(srv, "browser.incarnation", ["m1", "m2"]), [1, 2]);
+    await page.waitForFunction(() => window.events.length === 2, null, WAIT);
+    const oldEpoch = await page.evaluate(() => window.sub.info.epoch);
+    await holdOff(proxy);
+    await srv.kill();
+    srv = await startServer({ args });
+    watch = await connect(srv.wsURL);
+    await watch.subscribe("browser.incarnation"); // a reader: the channel is not dropped while the page is away
+    assert.deepEqual(await goPublish(srv, "browser.incarnation", ["n1", "n2", "n3", "n4"]), [1, 2, 3, 4]);
+    const info = await waitEarliest(watch, "browser.incarnation", 4);
+    proxy2 = await cuttableProxy(srv.ports.ws, proxy.port);
+    await page.waitForFunction(() => window.events.length === 5, null, WAIT);
+    assert.deepEqual(await page.evaluate(() => window.events), [
+      { kind: "message", position: 1, text: "m1" },
+      { kind: "message", position: 2, text: "m2" },
+      { kind: "epoch", channel: "browser.incarnation", epoch: info.epoch, position: 1 },
+      { kind: "gap", channel: "browser.incarnation", from: 1, to: 3, reason: "lost" },
+      { kind: "message", position: 4, text: "n4" },
+    ]);
+    assert.notEqual(info.epoch, oldEpoch);
+    assert.deepEqual(await page.evaluate(() => [window.sub.info, window.sub.nextPosition]), [{ first: 4, earliest: 4, next: 5, epoch: info.epoch }, 5]);
+    assert.deepEqual(b.errors.map(String), []);
+  } finally {
+    watch?.close();
+    await b.close();
+    proxy2?.cut();
+    await proxy2?.close();
+    await srv.kill();
+  }
+});
+
+test("console: a channel tailed across a server restart shows the new incarnation's epoch row, then its messages from 1", async () => {
+  let srv = await startServer();
+  const b = await launchBrowser();
+  try {
+    const { page } = b;
+    await page.goto(`${srv.httpURL}/console/?channel=console.restart&start=earliest`);
+    await page.waitForFunction(() => document.querySelector("#tail-status").textContent.startsWith("tailing console.restart"), null, WAIT);
+    await goPublish(srv, "console.restart", ["before"]);
+    await page.waitForSelector('#tail tbody tr.message[data-position="1"]', WAIT);
+    const ports = srv.ports;
+    await srv.kill();
+    srv = await startServer(ports);
+    const [p] = await goPublish(srv, "console.restart", ["after"]);
+    assert.equal(p, 1);
+    await page.waitForFunction(() => document.querySelectorAll("#tail tbody tr.message").length === 2, null, WAIT);
+    const rows = await page.$$eval("#tail tbody tr", (trs) => trs.map((tr) => [tr.className, tr.cells[0].textContent, tr.cells[2].textContent]));
+    assert.equal(rows.length, 3, JSON.stringify(rows));
+    assert.deepEqual(rows[0], ["message", "1", "after"]);
+    assert.deepEqual(rows[2], ["message", "1", "before"]);
+    assert.equal(rows[1][0], "epoch");
+    assert.equal(rows[1][1], "1");
+    assert.match(rows[1][2], /^new incarnation of the channel \(epoch \d+\): its positions start again at 1$/);
     assert.deepEqual(b.errors.map(String), []);
   } finally {
     await b.close();

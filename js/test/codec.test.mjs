@@ -1,7 +1,9 @@
 // The cross-language codec test: every golden vector of wire/testdata (the
 // bytes the Go package wire is checked against) must decode to the value
-// below and the value must encode to exactly those bytes. A golden file
-// without a case here fails the test, so a new frame cannot be forgotten.
+// below and the value must encode to exactly those bytes, or, for a vector
+// whose u64 is beyond what a number holds exactly (2^53-1), be refused as
+// malformed. A golden file without a case here fails the test, so a new
+// frame cannot be forgotten.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
@@ -24,7 +26,8 @@ function readHex(name) {
 
 const te = new TextEncoder();
 const b = (s) => te.encode(s);
-const EPOCH = 0x1122334455667788n;
+/** The epoch of the *_resume vectors: an incarnation created 2025-12-02 00:00:00 UTC. */
+const EPOCH = 1764633600000;
 const welcome = {
   version: 1,
   features: 1,
@@ -70,29 +73,29 @@ const cases = {
   puback: [
     { type: 0x04, flags: 0, id: 0 },
     [
-      { id: 42, position: 1000n },
-      { id: 44, position: 1001n },
+      { id: 42, position: 1000 },
+      { id: 44, position: 1001 },
     ],
     (v) => codec.encodePubAck(v),
     (h, body) => codec.decodePubAck(body),
   ],
-  subscribe: [
-    { type: 0x05, flags: 0, id: 5 },
-    { subID: 7, start: codec.StartKind.POSITION, arg: 1001n, epoch: EPOCH, channel: "prices.eu" },
-    (v) => codec.encodeSubscribe(5, v),
+  subscribe_resume: [
+    { type: 0x05, flags: 0, id: 8 },
+    { subID: 3, start: codec.StartKind.POSITION, arg: 43, epoch: EPOCH, channel: "chat" },
+    (v) => codec.encodeSubscribe(8, v),
     (h, body) => codec.decodeSubscribe(body),
   ],
-  subscribed: [
-    { type: 0x06, flags: 0, id: 5 },
-    { subID: 7, first: 1001n, earliest: 900n, next: 1010n, epoch: EPOCH },
-    (v) => codec.encodeSubscribed(5, v),
+  subscribed_resume: [
+    { type: 0x06, flags: 0, id: 8 },
+    { subID: 3, first: 43, earliest: 1, next: 57, epoch: EPOCH },
+    (v) => codec.encodeSubscribed(8, v),
     (h, body) => codec.decodeSubscribed(body),
   ],
   unsubscribe: [{ type: 0x07, flags: 0, id: 6 }, 7, (v) => codec.encodeUnsubscribe(6, v), (h, body) => codec.decodeUnsubscribe(body)],
   unsubscribed: [{ type: 0x0e, flags: 0, id: 6 }, 7, (v) => codec.encodeUnsubscribed(6, v), (h, body) => codec.decodeUnsubscribed(body)],
   data: [
     { type: 0x08, flags: 0, id: 7 },
-    { first: 1001n, records: [b("a"), b("bc"), new Uint8Array(0)].map((payload) => ({ payload, msgId: null, headers: [] })) },
+    { first: 1001, records: [b("a"), b("bc"), new Uint8Array(0)].map((payload) => ({ payload, msgId: null, headers: [] })) },
     (v) => codec.encodeData(7, v.first, v.records.map((r) => r.payload)),
     (h, body) => codec.decodeData(body),
   ],
@@ -122,7 +125,7 @@ const cases = {
   "ext/data_ext": [
     { type: 0x08, flags: 0, id: 7 },
     {
-      first: 1001n,
+      first: 1001,
       records: [
         { payload: b("a"), msgId: null, headers: [] },
         { payload: b("b"), msgId: b("m1"), headers: [{ key: "ct", value: "x" }] },
@@ -133,7 +136,7 @@ const cases = {
   ],
   gap: [
     { type: 0x09, flags: 0, id: 7 },
-    { from: 901n, to: 1000n, reason: codec.GapReason.EXPIRED },
+    { from: 901, to: 1000, reason: codec.GapReason.EXPIRED },
     (v) => codec.encodeGap(7, v),
     (h, body) => codec.decodeGap(body),
   ],
@@ -146,6 +149,15 @@ const cases = {
     (h, body) => codec.decodeError(h, body),
   ],
   goaway: [{ type: 0x0d, flags: 0, id: 0 }, { code: 15, text: "bye" }, (v) => codec.encodeGoAway(v), (h, body) => codec.decodeGoAway(body)],
+};
+
+// Golden vectors whose epoch is 0x1122334455667788, a valid u64 beyond
+// 2^53-1: the SDK refuses them as malformed (the connection would close)
+// rather than round the epoch. Their layout is checked both ways by the
+// *_resume vectors above.
+const refused = {
+  subscribe: [(body) => codec.decodeSubscribe(body), /SUBSCRIBE: epoch 1234605616436508552 at offset 13 exceeds 2\^53-1/],
+  subscribed: [(body) => codec.decodeSubscribed(body), /SUBSCRIBED: epoch 1234605616436508552 at offset 28 exceeds 2\^53-1/],
 };
 
 /** Compares decoded values, viewing every Uint8Array as a plain array. */
@@ -162,7 +174,7 @@ test("every golden vector has a case", () => {
   const files = ["", "ext/"]
     .flatMap((dir) => readdirSync(path.join(testdata, dir)).filter((f) => f.endsWith(".hex")).map((f) => dir + f.slice(0, -4)))
     .sort();
-  assert.deepEqual(files, Object.keys(cases).sort());
+  assert.deepEqual(files, [...Object.keys(cases), ...Object.keys(refused)].sort());
   const types = new Set(Object.values(cases).map(([h]) => h.type));
   for (let t = 0x01; t <= 0x0e; t++) assert.ok(types.has(t), `a golden vector for ${codec.typeName(t)}`);
 });
@@ -175,6 +187,13 @@ for (const [name, [hdr, value, encode, decode]] of Object.entries(cases)) {
     assert.deepEqual({ type: f.header.type, flags: f.header.flags, id: f.header.id }, hdr);
     assert.equal(f.header.len, golden.length - codec.HEADER_LEN);
     assert.deepEqual(plain(decode(f.header, f.body)), plain(value));
+  });
+}
+
+for (const [name, [decode, re]] of Object.entries(refused)) {
+  test(`golden ${name}: a u64 beyond 2^53-1 is refused, not rounded`, () => {
+    const f = codec.decodeFrame(readHex(name), 1 << 20);
+    assert.throws(() => decode(f.body), (e) => e instanceof codec.MalformedFrameError && re.test(e.message), name);
   });
 }
 
@@ -193,7 +212,11 @@ const malformed = [
   ["DATA count past the bytes", () => codec.decodeData(hex("0000000000000001 ffffffff 00000000")), /cannot fit/],
   ["DATA record overruns", () => codec.decodeData(hex("0000000000000001 00000001 00000005 6162")), /overruns the body/],
   ["DATA trailing bytes", () => codec.decodeData(hex("0000000000000001 00000001 00000001 61 62")), /trailing bytes/],
-  ["DATA positions overflow", () => codec.decodeData(hex("ffffffffffffffff 00000002 00000000 00000000")), /overflow/],
+  ["DATA first beyond 2^53-1", () => codec.decodeData(hex("ffffffffffffffff 00000002 00000000 00000000")), /first 18446744073709551615 at offset 0 exceeds 2\^53-1/],
+  ["DATA positions past 2^53-1", () => codec.decodeData(hex("001fffffffffffff 00000002 00000000 00000000")), /positions 9007199254740991\+2 overflow 2\^53-1/],
+  ["PUBACK position beyond 2^53-1", () => codec.decodePubAck(hex("0001 00000001 0020000000000000")), /PUBACK: position 9007199254740992 at offset 6 exceeds/],
+  ["GAP to beyond 2^53-1", () => codec.decodeGap(hex("0000000000000001 0020000000000000 01")), /GAP: to 9007199254740992 at offset 8 exceeds/],
+  ["SUBSCRIBED next beyond 2^53-1", () => codec.decodeSubscribed(hex("00000007 0000000000000001 0000000000000001 ffffffffffffffff 0000000000000001")), /SUBSCRIBED: next .* at offset 20 exceeds/],
   ["GAP from > to", () => codec.decodeGap(hex("0000000000000009 0000000000000001 01")), /from 9 > to 1/],
   ["GAP reason 0", () => codec.decodeGap(hex("0000000000000001 0000000000000001 00")), /reason 0 undefined/],
   ["GAP trailing byte", () => codec.decodeGap(hex("0000000000000001 0000000000000001 01 00")), /trailing/],
@@ -229,6 +252,25 @@ for (const [name, fn, re] of malformed) {
     assert.throws(fn, (e) => e instanceof codec.MalformedFrameError && re.test(e.message), name);
   });
 }
+
+test("u64 fields: numbers up to 2^53-1 travel exactly; an encoder refuses anything else", () => {
+  const max = Number.MAX_SAFE_INTEGER;
+  assert.equal(codec.MAX_U64_NUMBER, max);
+  const g = codec.encodeGap(1, { from: max - 1, to: max, reason: codec.GapReason.LOST });
+  assert.deepEqual(Array.from(g.subarray(10, 26)), [0, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 0, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+  assert.deepEqual(codec.decodeGap(g.subarray(10)), { from: max - 1, to: max, reason: codec.GapReason.LOST });
+  const hi = codec.encodeSubscribed(1, { subID: 1, first: 2 ** 32, earliest: 2 ** 32 - 1, next: 2 ** 32 + 1, epoch: 1 });
+  assert.deepEqual(codec.decodeSubscribed(hi.subarray(10)), { subID: 1, first: 2 ** 32, earliest: 2 ** 32 - 1, next: 2 ** 32 + 1, epoch: 1 });
+  for (const bad of [2 ** 53, -1, 1.5, NaN, Infinity, 7n, "7"]) {
+    assert.throws(
+      () => codec.encodeSubscribe(1, { subID: 1, start: codec.StartKind.POSITION, arg: 1, epoch: bad, channel: "ch" }),
+      (e) => e instanceof RangeError && /epoch .* is not an integer in 0\.\.2\^53-1/.test(e.message),
+      String(bad),
+    );
+  }
+  assert.throws(() => codec.encodePubAck([{ id: 1, position: 2 ** 53 }]), /position 9007199254740992 is not an integer/);
+  assert.throws(() => codec.encodeData(1, -1, [b("x")]), /first -1 is not an integer/);
+});
 
 test("WELCOME trailing bytes are ignored (room for v1.x fields)", () => {
   const f = codec.encodeWelcome(1, welcome);

@@ -50,7 +50,7 @@ const cases = {
   ],
   subscribe_presence: [
     { type: 0x05, flags: 0x70, id: 11 },
-    { subID: 4, start: 0, arg: 0n, epoch: 0n, channel: "room.1" },
+    { subID: 4, start: 0, arg: 0, epoch: 0, channel: "room.1" },
     (v) => presence.withFlags(codec.encodeSubscribe(11, v), presence.subscribeFlags({ presence: true, presenceEvents: true, occupancy: true })),
     (h, body) => codec.decodeSubscribe(body),
   ],
@@ -150,7 +150,7 @@ test("a presenceEvents subscription delivers joins, leaves and counts and keeps 
   const p = c.subscribe("room", { presence: true, presenceEvents: true, occupancy: true });
   const fr = await net.frame(ws, T.SUBSCRIBE);
   assert.equal(fr.flags, 0x70);
-  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first: 1n, earliest: 1n, next: 1n, epoch: 1n }));
+  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first: 1, earliest: 1, next: 1, epoch: 1 }));
   const sub = await p;
   const q = await net.frame(ws, presence.PresenceType.PRESENCE);
   assert.equal(sub.members().complete, false);
@@ -187,7 +187,7 @@ test("a resume after a reconnect subscribes again with the presence flags and sy
   const { net, c, ws } = await setup();
   const p = c.subscribe("room", { presence: true, presenceEvents: true });
   const fr = await net.frame(ws, T.SUBSCRIBE);
-  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first: 1n, earliest: 1n, next: 1n, epoch: 1n }));
+  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first: 1, earliest: 1, next: 1, epoch: 1 }));
   const sub = await p;
   const q = await net.frame(ws, presence.PresenceType.PRESENCE);
   net.push(ws, presence.encodePresenceState(q.id, 0, { subscribers: 1, publishers: 0, members: 1 }, [alice]));
@@ -195,7 +195,7 @@ test("a resume after a reconnect subscribes again with the presence flags and sy
   const ws2 = await net.conn(1);
   const fr2 = await net.frame(ws2, T.SUBSCRIBE);
   assert.equal(fr2.flags, presence.FLAG_PRESENCE | presence.FLAG_PRESENCE_EVENTS);
-  net.push(ws2, codec.encodeSubscribed(fr2.id, { subID: fr2.v.subID, first: 1n, earliest: 1n, next: 1n, epoch: 1n }));
+  net.push(ws2, codec.encodeSubscribed(fr2.id, { subID: fr2.v.subID, first: 1, earliest: 1, next: 1, epoch: 1 }));
   const q2 = await net.frame(ws2, presence.PresenceType.PRESENCE);
   net.push(ws2, presence.encodePresenceState(q2.id, 0, { subscribers: 1, publishers: 0, members: 1 }, [bob]));
   await net.until(() => (sub.members().members[0]?.clientId === "bob") || undefined, "the set after the resume");
@@ -207,11 +207,11 @@ test("presence frames for a subscription that did not ask for them are dropped",
   const p = c.subscribe("room");
   const fr = await net.frame(ws, T.SUBSCRIBE);
   assert.equal(fr.flags, 0);
-  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first: 1n, earliest: 1n, next: 1n, epoch: 1n }));
+  net.push(ws, codec.encodeSubscribed(fr.id, { subID: fr.v.subID, first: 1, earliest: 1, next: 1, epoch: 1 }));
   const sub = await p;
   net.push(ws, presence.encodePresenceEvent(fr.v.subID, [{ kind: "join", member: bob }]));
   net.push(ws, presence.encodeOccupancy(fr.v.subID, false, { subscribers: 1, publishers: 0, members: 0 }));
-  net.push(ws, codec.encodeData(fr.v.subID, 1n, [b("m")]));
+  net.push(ws, codec.encodeData(fr.v.subID, 1, [b("m")]));
   const ev = (await sub.next()).value;
   assert.equal(ev.kind, "message");
   c.close();

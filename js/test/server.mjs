@@ -63,8 +63,10 @@ async function waitListening(port, proc, ms = 20000) {
 
 /**
  * Starts `sluice serve` with a TCP, a WebSocket and an HTTP listener on
- * the given (or free) ports. Extra serve flags in opts.args; opts.config is
- * the text of a TOML config file. Returns the ports, URLs and stop/kill.
+ * the given (or free) ports. Extra serve flags in opts.args (a cluster node
+ * without --data-dir gets a temporary one, removed when it ends);
+ * opts.config is the text of a TOML config file. Returns the ports, URLs
+ * and stop/kill.
  */
 export async function startServer(opts = {}) {
   const bin = await sluiceBinary();
@@ -82,6 +84,13 @@ export async function startServer(opts = {}) {
     ...(opts.args ?? []),
   ];
   let dir = null;
+  let dataDir = null;
+  if (args.includes("--cluster-listen") && !args.includes("--data-dir")) {
+    // A cluster node keeps its metadata log there (by default under the
+    // working directory, which is the repository's js/).
+    dataDir = mkdtempSync(path.join(tmpdir(), "sluice-js-data-"));
+    args.push("--data-dir", dataDir);
+  }
   if (opts.config) {
     dir = mkdtempSync(path.join(tmpdir(), "sluice-js-cfg-"));
     const file = path.join(dir, "sluice.toml");
@@ -100,12 +109,16 @@ export async function startServer(opts = {}) {
   } catch (e) {
     proc.kill("SIGKILL");
     await exited;
+    removeDirs();
     throw new Error(`${e.message}\n${stderr}`);
+  }
+  function removeDirs() {
+    for (const d of [dir, dataDir]) if (d) rmSync(d, { recursive: true, force: true });
   }
   const end = async (signal) => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
     await exited;
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    removeDirs();
   };
   return {
     ports,
@@ -128,5 +141,71 @@ export async function goPublish(server, channel, messages, token, extra = []) {
   if (token) args.push("--token", token);
   args.push(channel, "--", ...messages);
   const { stdout } = await run(bin, args);
-  return stdout.trim().split("\n").map((l) => BigInt(l.trim()));
+  return stdout
+    .trim()
+    .split("\n")
+    .map((l) => {
+      const p = Number(l.trim());
+      if (!Number.isSafeInteger(p) || p < 1) throw new Error(`sluice pub printed ${JSON.stringify(l)}, not a position`);
+      return p;
+    });
+}
+
+/**
+ * Resolves to the channel's SUBSCRIBED info once its earliest retained
+ * position is at least upTo (its history before upTo expired), looking
+ * through the SDK client c every 20 ms for at most ms.
+ */
+export async function waitEarliest(c, channel, upTo, ms = 10000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const s = await c.subscribe(channel, { start: "earliest" });
+    const info = s.info;
+    await s.unsubscribe();
+    if (info.earliest >= upTo) return info;
+    if (Date.now() > deadline) throw new Error(`${channel}: earliest ${info.earliest} after ${ms} ms, want ${upTo}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A TCP proxy to 127.0.0.1:port whose connections the test can cut, listening on listenPort (0: a free one). */
+export function cuttableProxy(port, listenPort = 0) {
+  const conns = new Set();
+  const server = net.createServer((c) => {
+    const up = net.connect(port, "127.0.0.1");
+    const pair = [c, up];
+    conns.add(pair);
+    c.pipe(up);
+    up.pipe(c);
+    const end = () => {
+      c.destroy();
+      up.destroy();
+      conns.delete(pair);
+    };
+    c.on("error", end).on("close", end);
+    up.on("error", end).on("close", end);
+  });
+  return new Promise((resolve) =>
+    server.listen(listenPort, "127.0.0.1", () =>
+      resolve({
+        port: server.address().port,
+        /** Resets every connection through the proxy, as a network failure would. */
+        cut() {
+          for (const [c, up] of conns) {
+            c.resetAndDestroy();
+            up.destroy();
+          }
+          conns.clear();
+        },
+        close: () => new Promise((r) => server.close(r)),
+      }),
+    ),
+  );
+}
+
+/** Cuts every connection of proxy and stops it taking new ones (clients retry until it is reopened). */
+export async function holdOff(proxy) {
+  const closing = proxy.close();
+  proxy.cut();
+  await closing;
 }
