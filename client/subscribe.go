@@ -97,7 +97,7 @@ type Event struct {
 // SubInfo holds the values of the latest SUBSCRIBED answer.
 type SubInfo struct {
 	First    uint64 // position of the first message delivered
-	Earliest uint64 // earliest retained position (0 if none)
+	Earliest uint64 // earliest retained position (Next when nothing is retained)
 	Next     uint64 // position the next publish will get
 	Epoch    uint64 // the channel's epoch
 }

@@ -427,7 +427,7 @@ func DecodeSubscribe(body []byte) (Subscribe, error) {
 //	off   size  field
 //	0     4     subID (u32)
 //	4     8     first (u64): position of the first message to be delivered
-//	12    8     earliest (u64): earliest retained position, 0 if none
+//	12    8     earliest (u64): earliest retained position (next if none)
 //	20    8     next (u64): position the next publish will get
 //	28    8     epoch (u64)
 //	36    ...   ignored (room for v1.x fields)
