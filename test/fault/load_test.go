@@ -553,35 +553,43 @@ func probeSilent(ctx context.Context, t *testing.T, tp *topo, all []Publish, sub
 		t.Logf("probe %s: managed by %s (a, b and c alive), %s (a and b), %s (b and c), %s (a and c)", s.channel,
 			managerOf(t, s.channel, "a", "b", "c"), managerOf(t, s.channel, "a", "b"),
 			managerOf(t, s.channel, "b", "c"), managerOf(t, s.channel, "a", "c"))
-		for _, n := range tp.nodes {
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			conn, err := client.Dial(pctx, n.client(), client.WithReconnect(false))
-			if err != nil {
-				t.Logf("probe %s on %s: %v", s.channel, n.name, err)
-				cancel()
-				continue
-			}
-			sub, err := conn.Subscribe(pctx, s.channel, client.FromPosition(first))
-			msgs, gaps, last := 0, 0, uint64(0)
-			for err == nil {
-				var ev client.Event
-				if ev, err = sub.Next(pctx); err == nil {
-					if ev.Kind == client.KindMessage {
-						msgs, last = msgs+1, ev.Position
-					} else if ev.Kind == client.KindGap {
-						gaps, last = gaps+1, ev.Gap.To
-					}
+		probeFrom(ctx, t, tp, s.channel, first)
+	}
+}
+
+// probeFrom subscribes to channel from position first on every node with
+// a fresh connection for 3 s and logs what each node answered and
+// delivered: whether the messages can be read at all (a stuck reader) or
+// not (lost or never reachable).
+func probeFrom(ctx context.Context, t *testing.T, tp *topo, channel string, first uint64) {
+	for _, n := range tp.nodes {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		conn, err := client.Dial(pctx, n.client(), client.WithReconnect(false))
+		if err != nil {
+			t.Logf("probe %s on %s: %v", channel, n.name, err)
+			cancel()
+			continue
+		}
+		sub, err := conn.Subscribe(pctx, channel, client.FromPosition(first))
+		msgs, gaps, last := 0, 0, uint64(0)
+		for err == nil {
+			var ev client.Event
+			if ev, err = sub.Next(pctx); err == nil {
+				if ev.Kind == client.KindMessage {
+					msgs, last = msgs+1, ev.Position
+				} else if ev.Kind == client.KindGap {
+					gaps, last = gaps+1, ev.Gap.To
 				}
 			}
-			var info client.SubInfo
-			if sub != nil {
-				info = sub.Info()
-			}
-			t.Logf("probe %s on %s from %d: SUBSCRIBED first %d earliest %d next %d epoch %d; %d messages, %d gaps, up to %d, then %v",
-				s.channel, n.name, first, info.First, info.Earliest, info.Next, info.Epoch, msgs, gaps, last, err)
-			conn.Close()
-			cancel()
 		}
+		var info client.SubInfo
+		if sub != nil {
+			info = sub.Info()
+		}
+		t.Logf("probe %s on %s from %d: SUBSCRIBED first %d earliest %d next %d epoch %d; %d messages, %d gaps, up to %d, then %v",
+			channel, n.name, first, info.First, info.Earliest, info.Next, info.Epoch, msgs, gaps, last, err)
+		conn.Close()
+		cancel()
 	}
 }
 

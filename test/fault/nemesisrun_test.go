@@ -308,6 +308,23 @@ func runNemesis(t *testing.T, bin string, r nemesisRun, seed uint64) {
 			t.Logf("  %s", line)
 		}
 		t.Errorf("nemesis seed %d: %s", seed, strings.Join(fails, "; "))
+		probeStopped(ctx, t, tp, tally, 3)
+	}
+}
+
+// probeStopped probes (probeFrom) the first n subscriptions, live or
+// replays, that stopped with no gap, from the first position they never
+// got: can any node serve it, and does the stopped one now?
+func probeStopped(ctx context.Context, t *testing.T, tp *topo, tally Tally, n int) {
+	done := map[posKey]bool{}
+	for _, p := range append(tally.Live.Problems, tally.Replay.Problems...) {
+		if p.Kind != "stopped" || n == 0 || done[posKey{p.Channel, p.Pos}] {
+			continue
+		}
+		n--
+		done[posKey{p.Channel, p.Pos}] = true
+		t.Logf("probing %s, which stopped before position %d:", p.Sub, p.Pos)
+		probeFrom(ctx, t, tp, p.Channel, p.Pos)
 	}
 }
 
