@@ -14,7 +14,7 @@ import (
 //
 //	u8  version = 1
 //	u64 applied      index of the last command applied
-//	u64 last epoch   the largest epoch given out
+//	u64 epoch floor  the largest epoch of an incarnation that ended
 //	u32 k            node incarnations (NODE_GONE), sorted by node, then
 //	                 k times: str8 node, str8 instance (not empty)
 //	u32 n            channels, then n times:
@@ -44,7 +44,7 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 	e := enc{b: dst}
 	e.u8(snapshotVersion)
 	e.u64(s.applied.Load())
-	e.u64(s.lastEpoch.Load())
+	e.u64(s.epochFloor.Load())
 	s.imu.RLock()
 	nodes := make([]string, 0, len(s.instances))
 	for n := range s.instances {
@@ -117,18 +117,18 @@ func (s *State) Restore(r io.Reader, limit int64) error {
 		sh.mu.Unlock()
 	}
 	s.count.Store(int64(len(chans)))
-	s.lastEpoch.Store(last)
+	s.epochFloor.Store(last)
 	s.applied.Store(applied)
 	return nil
 }
 
-func decodeSnapshot(b []byte) (applied, lastEpoch uint64, inst map[string]string, chans []*Channel, err error) {
+func decodeSnapshot(b []byte) (applied, floor uint64, inst map[string]string, chans []*Channel, err error) {
 	d := dec{b: b, what: "snapshot"}
 	if v := d.u8("version"); d.err == nil && v != snapshotVersion {
 		d.failf("version %d (this node knows %d)", v, snapshotVersion)
 	}
 	applied = d.u64("applied")
-	lastEpoch = d.u64("last epoch")
+	floor = d.u64("epoch floor")
 	k := d.count("node count", 1<<20, 4)
 	inst = make(map[string]string, k)
 	prevNode := ""
@@ -159,17 +159,13 @@ func decodeSnapshot(b []byte) (applied, lastEpoch uint64, inst map[string]string
 			d.failf("channel %q: %s", c.Name, e)
 			break
 		}
-		if c.Epoch > lastEpoch {
-			d.failf("channel %q: epoch %d above the last epoch %d", c.Name, c.Epoch, lastEpoch)
-			break
-		}
 		prev = c.Name
 		chans = append(chans, c)
 	}
 	if err := d.done(); err != nil {
 		return 0, 0, nil, nil, err
 	}
-	return applied, lastEpoch, inst, chans, nil
+	return applied, floor, inst, chans, nil
 }
 
 func decodeChannel(d *dec) *Channel {

@@ -35,8 +35,12 @@ type shard struct {
 // after each change, with no lock of State held.
 type State struct {
 	shards [shards]shard
-	// lastEpoch is the largest epoch given out; written by Apply only.
-	lastEpoch atomic.Uint64
+	// epochFloor is the largest epoch of any incarnation that ended (a
+	// dropped channel): a new incarnation's epoch must be above it, so a
+	// recreated channel never gets an epoch it had. Channels created
+	// concurrently do not raise it, so they never conflict with each
+	// other. Written by Apply only.
+	epochFloor atomic.Uint64
 	count     atomic.Int64
 	// applied is the index of the last command applied.
 	applied atomic.Uint64
@@ -168,29 +172,20 @@ func (s *State) ApplyCmd(index uint64, c *Cmd) Result {
 }
 
 // NewEpoch proposes the epoch of an incarnation created at now (unix ns):
-// its millisecond clock, or one above the last epoch given out if that is
-// not above it. A single node, whose log starts empty at every restart,
-// thus gives a channel recreated after a restart a new epoch as long as its
-// clock did not go back; a cluster's log remembers the last one. The
-// proposer puts it in its CREATE or OPEN (it needs it before the command
-// is applied: the new streamlet's hosts are told it); a command whose
-// epoch is not above the last one given out by then conflicts.
+// its millisecond clock, or one above the epoch floor (the largest epoch of
+// an incarnation that ended) if that is not above it. A single node, whose
+// log starts empty at every restart, thus gives a channel recreated after
+// a restart a new epoch as long as its clock did not go back; a cluster's
+// log remembers the floor. The proposer puts it in its CREATE or OPEN (it
+// needs it before the command is applied: the new streamlet's hosts are
+// told it); a command whose epoch is not above the floor by then
+// conflicts.
 func (s *State) NewEpoch(now int64) uint64 {
-	return max(uint64(max(now, 0)/1e6), s.lastEpoch.Load()+1)
+	return max(uint64(max(now, 0)/1e6), s.epochFloor.Load()+1)
 }
 
-// LastEpoch returns the largest epoch given out.
-func (s *State) LastEpoch() uint64 { return s.lastEpoch.Load() }
-
-// takeEpoch reports whether e may start a new incarnation (it is above
-// every epoch given out) and records it.
-func (s *State) takeEpoch(e uint64) bool {
-	if e <= s.lastEpoch.Load() {
-		return false
-	}
-	s.lastEpoch.Store(e)
-	return true
-}
+// EpochFloor returns the largest epoch of an incarnation that ended.
+func (s *State) EpochFloor() uint64 { return s.epochFloor.Load() }
 
 func (s *State) create(c *Cmd) (Result, []Change) {
 	sh := s.shard(c.Channel)
@@ -199,7 +194,7 @@ func (s *State) create(c *Cmd) (Result, []Change) {
 		sh.mu.Unlock()
 		return ResultOK, nil
 	}
-	if !s.takeEpoch(c.Epoch) {
+	if c.Epoch <= s.epochFloor.Load() {
 		sh.mu.Unlock()
 		return ResultConflict, nil
 	}
@@ -221,7 +216,7 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 	created := false
 	switch {
 	case !ok && c.Tail == 0:
-		if c.Epoch <= s.lastEpoch.Load() {
+		if c.Epoch <= s.epochFloor.Load() {
 			return ResultConflict, nil
 		}
 		ch = &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time}
@@ -246,7 +241,6 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 	o = cloneRef(o)
 	chg.Opened = &o
 	if created {
-		s.takeEpoch(c.Epoch)
 		sh.m[c.Channel] = ch
 		s.count.Add(1)
 	}
@@ -349,6 +343,7 @@ func (s *State) dropCmd(c *Cmd) (Result, []Change) {
 		sh := s.shard(ref.Channel)
 		sh.mu.Lock()
 		if ch, ok := sh.m[ref.Channel]; ok && ch.Epoch == ref.Epoch && len(ch.List) == 0 {
+			s.epochFloor.Store(max(s.epochFloor.Load(), ch.Epoch))
 			sh.m = mapshrink.Delete(sh.m, ref.Channel, &sh.peak)
 			s.count.Add(-1)
 			changes = append(changes, Change{Channel: ref.Channel, Epoch: ch.Epoch, Dropped: true})

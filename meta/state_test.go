@@ -72,12 +72,19 @@ func TestOpen_CreatesTheChannelAtPosition1(t *testing.T) {
 	if r := applied(t, s, openCmd("chat", 0, 0, 0, 8, t0, "b")); r != ResultConflict {
 		t.Fatalf("second create: %v, want conflict", r)
 	}
-	// A new incarnation's epoch must be above every epoch given out.
-	if r := applied(t, s, openCmd("other", c.Epoch, 0, 0, 9, t0, "b")); r != ResultConflict {
-		t.Fatalf("create with a used epoch: %v, want conflict", r)
+	// Channels created at once may share an epoch: none conflicts with
+	// another (epochs tell one channel's incarnations apart).
+	if r := applied(t, s, openCmd("other", c.Epoch, 0, 0, 9, t0, "b")); r != ResultOK {
+		t.Fatalf("create with another channel's epoch: %v", r)
 	}
-	if r := applied(t, s, Cmd{Kind: KindCreate, Time: t0, Channel: "other", Epoch: c.Epoch}); r != ResultConflict {
-		t.Fatalf("CREATE with a used epoch: %v, want conflict", r)
+	// A new incarnation's epoch must be above every ended incarnation's.
+	applied(t, s, Cmd{Kind: KindCreate, Time: t0, Channel: "gone", Epoch: c.Epoch + 5})
+	applied(t, s, Cmd{Kind: KindDrop, Time: t0, Batch: []Ref{{Channel: "gone", Epoch: c.Epoch + 5}}})
+	if r := applied(t, s, Cmd{Kind: KindCreate, Time: t0, Channel: "gone", Epoch: c.Epoch + 5}); r != ResultConflict {
+		t.Fatalf("CREATE with an ended incarnation's epoch: %v, want conflict", r)
+	}
+	if r := applied(t, s, openCmd("gone2", c.Epoch+5, 0, 0, 10, t0, "b")); r != ResultConflict {
+		t.Fatalf("OPEN creating with an epoch at the floor: %v, want conflict", r)
 	}
 }
 
@@ -325,6 +332,9 @@ func TestSnapshotRestoresTheSameState(t *testing.T) {
 	ep := mustChan(t, s, "x").Epoch
 	applied(t, s, openCmd("x", ep, 7, 11, 8, t0+sec, "c"))
 	applied(t, s, Cmd{Kind: KindCreate, Time: t0 + sec, Channel: "empty"})
+	applied(t, s, Cmd{Kind: KindCreate, Time: t0 + 2*sec, Channel: "dropped"})
+	dropped := mustChan(t, s, "dropped").Epoch
+	applied(t, s, Cmd{Kind: KindDrop, Time: t0 + 2*sec, Batch: []Ref{{Channel: "dropped", Epoch: dropped}}})
 	applied(t, s, Cmd{Kind: KindNodeGone, Time: t0 + sec, Node: "n", Instance: "n7"})
 	snap := s.AppendSnapshot(nil)
 	r := New()
@@ -346,10 +356,11 @@ func TestSnapshotRestoresTheSameState(t *testing.T) {
 	if r.Len() != 2 || r.Applied() != s.Applied() {
 		t.Fatalf("len %d applied %d", r.Len(), r.Applied())
 	}
-	// The epochs continue after a restore.
-	applied(t, r, Cmd{Kind: KindCreate, Time: 0, Channel: "new"})
-	if c := mustChan(t, r, "new"); c.Epoch <= ep {
-		t.Fatalf("epoch %d after restore, last was %d", c.Epoch, ep)
+	// The epoch floor survives a restore: a recreated channel's epoch is
+	// above its ended incarnation's.
+	applied(t, r, Cmd{Kind: KindCreate, Time: 0, Channel: "dropped"})
+	if c := mustChan(t, r, "dropped"); c.Epoch <= dropped {
+		t.Fatalf("epoch %d after restore, the ended incarnation's was %d", c.Epoch, dropped)
 	}
 	// Limits and broken invariants are refused, leaving the state alone.
 	if err := r.Restore(bytes.NewReader(snap), int64(len(snap)-1)); !errors.Is(err, ErrMalformed) {
