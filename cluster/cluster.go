@@ -83,6 +83,16 @@ type Options struct {
 	// RaftTimeout is the metadata log's heartbeat and election timeout
 	// (0 = 1 s): a leader's failure is noticed within about twice it.
 	RaftTimeout time.Duration
+	// NodeGoneAfter is how long a node must have been unreachable before
+	// the leader takes it out of every streamlet list (NODE_GONE), its
+	// incarnation unchanged (0 = 60 s; at least twice RaftTimeout). A node
+	// that restarts (a new incarnation: its memory is gone) is taken out
+	// at once. Until then what only it holds is waited for, never
+	// announced lost: a partition or pause shorter than this loses
+	// nothing. It bounds how long readers of a streamlet held only by a
+	// dead node, and writers of a single-copy channel whose open streamlet
+	// it holds, wait for an explicit gap.
+	NodeGoneAfter time.Duration
 }
 
 // Manager is what the cluster needs of this node's channel manager

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,11 +65,24 @@ func (c *Cluster) pokeLeader() {
 }
 
 // goneAfter is how long a member must have been dead (per the membership)
-// before what it holds counts as gone: a pause or a short cut under it
-// (plus the membership's own detection, about a second) loses nothing even
-// with a single copy, while the writers of a channel whose single-copy
-// streamlet was on a dead node wait about that long for a new one.
-func (c *Cluster) goneAfter() time.Duration { return max(2*time.Second, 2*c.raftTimeout()) }
+// before what it holds counts as gone (Options.NodeGoneAfter). A node
+// unreachable with its incarnation unchanged still holds what it held: a
+// pause or a cut under this bound loses nothing even with a single copy,
+// while the writers of a channel whose single-copy streamlet is on a dead
+// node wait about that long for a new one. A restart is told by the new
+// incarnation, not by time.
+func (c *Cluster) goneAfter() time.Duration {
+	d := c.opts.NodeGoneAfter
+	if d <= 0 {
+		d = defaultNodeGoneAfter
+	}
+	return max(d, 2*c.raftTimeout())
+}
+
+// defaultNodeGoneAfter is Options.NodeGoneAfter's default: longer than a
+// routine pause, partition or slow restart, short enough that a node that
+// never returns ends in explicit gaps within a minute.
+const defaultNodeGoneAfter = time.Minute
 
 // deadFor reports how long node has been out of the live membership as
 // this node saw it (0 while live or never seen dead).
@@ -212,13 +227,20 @@ func (c *Cluster) signalApplied() {
 // waitApplied waits until this node's state applied index, at most d;
 // false when it did not.
 func (c *Cluster) waitApplied(index uint64, d time.Duration) bool {
+	return c.waitState(d, func() bool { return c.st.Applied() >= index })
+}
+
+// waitState waits until cond, a condition on this node's state, holds, at
+// most d: it is checked again at every command applied. False when it
+// did not hold in time.
+func (c *Cluster) waitState(d time.Duration, cond func() bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		c.appliedMu.Lock()
 		ch := c.applied
 		c.appliedMu.Unlock()
-		if c.st.Applied() >= index {
+		if cond() {
 			return true
 		}
 		select {
@@ -334,20 +356,39 @@ func (c *Cluster) reconcileNodes() {
 		recorded = append(recorded, name)
 	}
 	c.noteDead(alive, recorded)
-	var gone []string
-	for name := range rec {
-		if _, ok := live[name]; !ok && c.deadFor(name) >= c.goneAfter() {
-			gone = append(gone, name)
-		}
+	for _, ch := range incarnationChanges(rec, live, c.deadFor, c.goneAfter()) {
+		c.nodeGone(ch.node, ch.next)
 	}
+}
+
+// incarnationChange is one NODE_GONE to commit: node's recorded
+// incarnation ends, and next ("" = none yet) is recorded.
+type incarnationChange struct{ node, next string }
+
+// incarnationChanges decides the NODE_GONEs of a reconciliation (pure):
+// rec holds the recorded incarnations, live the incarnations the
+// membership reports for live nodes ("" = not gossiped yet), deadFor how
+// long a node has been out of the membership. A live node running another
+// incarnation than the recorded one restarted (or is new): its memory is
+// gone and it is recorded with the new one at once. A recorded node that
+// is not live is taken out only once it has been dead for after: until
+// then it may be paused or cut off with everything it held, and what only
+// it holds is waited for rather than announced lost. Changes come in name
+// order.
+func incarnationChanges(rec, live map[string]string, deadFor func(string) time.Duration, after time.Duration) []incarnationChange {
+	var out []incarnationChange
 	for name, inst := range live {
 		if r, ok := rec[name]; inst != "" && (!ok || r != inst) {
-			c.nodeGone(name, inst)
+			out = append(out, incarnationChange{name, inst})
 		}
 	}
-	for _, name := range gone {
-		c.nodeGone(name, "")
+	for name := range rec {
+		if _, ok := live[name]; !ok && deadFor(name) >= after {
+			out = append(out, incarnationChange{name, ""})
+		}
 	}
+	slices.SortFunc(out, func(a, b incarnationChange) int { return strings.Compare(a.node, b.node) })
+	return out
 }
 
 func (c *Cluster) nodeGone(name, next string) {

@@ -205,6 +205,7 @@ type clusterTab struct {
 	RaftAdvertise   *string   `toml:"raft-advertise"`
 	BootstrapExpect *int      `toml:"bootstrap-expect"`
 	RaftTimeout     *Duration `toml:"raft-timeout"`
+	NodeGoneAfter   *Duration `toml:"node-gone-after"`
 }
 
 // MinClusterSecret is the shortest accepted cluster.secret, in bytes.
@@ -474,6 +475,7 @@ func (f *file) apply(dst *Serve) error {
 			d.BootstrapExpect = *c.BootstrapExpect
 		}
 		setd(&d.RaftTimeout, c.RaftTimeout)
+		setd(&d.NodeGoneAfter, c.NodeGoneAfter)
 	}
 	return nil
 }
@@ -501,6 +503,7 @@ func Validate(s *Serve) error {
 			{"report-interval", c.ReportInterval != 0}, {"s2", c.S2}, {"data-dir", c.DataDir != ""},
 			{"raft-listen", c.RaftListen != ""}, {"raft-advertise", c.RaftAdvertise != ""},
 			{"bootstrap-expect", c.BootstrapExpect != 0}, {"raft-timeout", c.RaftTimeout != 0},
+			{"node-gone-after", c.NodeGoneAfter != 0},
 		} {
 			if k.set {
 				return keyErr("cluster."+k.key, "set without cluster.listen (--cluster-listen), which turns cluster mode on")
@@ -560,7 +563,8 @@ var fieldKeys = map[string]string{
 	"Secret": "secret", "Capacity": "capacity", "RPCTimeout": "rpc-timeout",
 	"ReportInterval": "report-interval", "S2": "s2", "DataDir": "data-dir", "RaftListen": "raft-listen",
 	"RaftAdvertise": "raft-advertise", "BootstrapExpect": "bootstrap-expect", "RaftTimeout": "raft-timeout",
-	"MaxMembers": "max-members", "MaxBytes": "max-bytes", "EventsMax": "events-max",
+	"NodeGoneAfter": "node-gone-after",
+	"MaxMembers":    "max-members", "MaxBytes": "max-bytes", "EventsMax": "events-max",
 	"OccupancyInterval": "occupancy-interval", "PublisherWindow": "publisher-window",
 }
 

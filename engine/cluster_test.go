@@ -23,7 +23,7 @@ func startNode(t testing.TB, name string, join []string, mutate func(*Options)) 
 		o.LimitMsgs = 100
 		o.LimitLife = 300 * time.Millisecond
 		o.Cluster = &ClusterOptions{Listen: "127.0.0.1:0", Join: join, RPCTimeout: time.Second,
-			ReportInterval: 100 * time.Millisecond, RaftTimeout: 300 * time.Millisecond}
+			ReportInterval: 100 * time.Millisecond, RaftTimeout: 300 * time.Millisecond, NodeGoneAfter: 2 * time.Second}
 		if mutate != nil {
 			mutate(o)
 		}

@@ -424,7 +424,7 @@ func (o *Options) validateCluster() error {
 		return optErr("Cluster.Capacity", "negative")
 	case c.BootstrapExpect < 0:
 		return optErr("Cluster.BootstrapExpect", "negative")
-	case c.RPCTimeout < 0 || c.ReportInterval < 0 || c.RaftTimeout < 0:
+	case c.RPCTimeout < 0 || c.ReportInterval < 0 || c.RaftTimeout < 0 || c.NodeGoneAfter < 0:
 		return optErr("Cluster", "negative duration")
 	case c.Secret == "" && o.Auth != nil:
 		return optErr("Cluster.Secret", "required when client authentication is on: node connections bypass client permissions")

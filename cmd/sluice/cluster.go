@@ -57,6 +57,7 @@ func bindClusterFlags(fs *flag.FlagSet, c *engine.ClusterOptions) {
 	fs.StringVar(&c.RaftAdvertise, "raft-advertise", c.RaftAdvertise, "metadata log `IP:PORT` other nodes dial (default: --cluster-advertise's IP with the raft port)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "how many nodes a new cluster waits to see before it forms, `N` (0 = 1; set it to the number of nodes started together)")
 	fs.DurationVar(&c.RaftTimeout, "raft-timeout", c.RaftTimeout, "the metadata log's heartbeat and election timeout, `DUR` (0 = 1s): a leader's failure is noticed within about twice it")
+	fs.DurationVar(&c.NodeGoneAfter, "node-gone-after", c.NodeGoneAfter, "how long a node unreachable with its memory intact is waited for, `DUR` (0 = 60s): then what only it holds is announced lost; a restarted node is taken out at once")
 }
 
 // addrList is a flag.Value for a comma-separated list of addresses. The
