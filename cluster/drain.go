@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/meta"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -148,9 +149,19 @@ var errCopy = errors.New("cluster: copy failed")
 // copyHere makes this node hold a complete copy of the closed streamlet
 // ref of channel (its committed entry), read from its holder ref.Host
 // (NODE_READ from record 0; the feed fills the copy, fillAdoption), then
-// adopted once it holds exactly the committed records. Holding it already
-// is success. It waits for the network, at most copyTimeout.
+// adopted once it holds exactly the committed records. It waits for the
+// network, at most copyTimeout.
+//
+// Holding it already is success only once this node's state has applied
+// the streamlet's close: a replica the close left out of the set (this
+// node was cut off from its orderer) is freed by that close (host.Apply),
+// and must not pass for a copy. After the close, a streamlet held here is
+// an earlier try's adopted copy (its HOLDERS did not commit): a complete
+// copy of the committed records (Adopt checked them).
 func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) error {
+	if !c.waitState(c.copyTimeout(), func() bool { return closedHere(c.st, channel, epoch, ref) }) {
+		return fmt.Errorf("%w: streamlet %d: this node's state does not list it closed (it lags the log)", errCopy, ref.ID)
+	}
 	if c.host.Streamlet(ref.ID) != nil {
 		return nil
 	}
@@ -213,6 +224,29 @@ func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) 
 	done = true
 	c.log.Debug("sluice cluster: holding a copy", "channel", channel, "streamlet", ref.ID, "from", ref.Host, "records", meta.Len)
 	return nil
+}
+
+// closedHere reports whether st has applied the close of streamlet ref of
+// channel's incarnation epoch: it lists it closed, or no longer lists it
+// (expired: the positions before the earliest listed; or a later
+// incarnation). The copy of one no longer listed fails at the HOLDERS
+// commit. A state that does not know the streamlet yet lags the log.
+func closedHere(st *meta.State, channel string, epoch uint64, ref role.StreamletRef) bool {
+	ch, ok := st.Channel(channel)
+	switch {
+	case !ok || ch.Epoch < epoch:
+		return false
+	case ch.Epoch > epoch:
+		return true
+	}
+	if i := slices.IndexFunc(ch.List, func(r role.StreamletRef) bool { return r.ID == ref.ID }); i >= 0 {
+		return ch.List[i].Closed
+	}
+	earliest := ch.Next
+	if len(ch.List) > 0 {
+		earliest = ch.List[0].First
+	}
+	return ref.First < earliest
 }
 
 // fillAdoption applies a NODE_FEED from node to a pending copy (on the link's
