@@ -182,11 +182,12 @@ func (c *Cluster) serveSeal(_ string, d *wire.NodeDec, _ int) ([]byte, error) {
 	return e.B, nil
 }
 
-func (c *Cluster) serveFree(_ string, d *wire.NodeDec, _ int) ([]byte, error) {
+func (c *Cluster) serveFree(from string, d *wire.NodeDec, _ int) ([]byte, error) {
 	id := d.U64()
 	if err := done(d); err != nil {
 		return nil, nil
 	}
+	c.log.Debug("sluice cluster: freeing a streamlet at a peer's request", "streamlet", id, "from", from)
 	c.host.Free(id)
 	return nil, nil
 }

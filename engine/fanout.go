@@ -205,9 +205,13 @@ type sub struct {
 }
 
 // cursor is a read position in a channel and the streamlet holding it.
+// A catch-up cursor's progress check (progress.go) keeps the position it
+// last saw, progPos, and when (progAt, unix ns; 0: not yet looked at).
 type cursor struct {
-	s   *host.Streamlet
-	pos uint64
+	s       *host.Streamlet
+	pos     uint64
+	progPos uint64
+	progAt  int64
 }
 
 // maxBatch bounds the record bytes of one DATA frame.
@@ -312,10 +316,10 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 				}
 			} else if cur.s = l.srv.streamletFor(lc.name, ref); cur.s == nil {
 				continue // freed meanwhile: look again
-			} else if s := cur.s; s.CopyOf() != "" && !ref.Closed && !s.Buf().Sealed() && l.srv.plane.staleAfter() > 0 &&
-				copyStalled(l.now, s.LastFill(), s.First()+uint64(s.Buf().Len()), info.Next, l.srv.plane.staleAfter()) {
-				// The manager reports records that this node's copy has
-				// not received for a while: its feed is dead.
+			} else if s := cur.s; s.CopyOf() != "" && !s.Buf().Sealed() && l.srv.plane.staleAfter() > 0 &&
+				copyStalled(l.now, s.LastFill(), s.First()+uint64(s.Buf().Len()), listedEnd(ref, info.Next), l.srv.plane.staleAfter()) {
+				// The committed list holds records that this node's copy
+				// has not received for a while: its feed is dead.
 				l.srv.mirrors.end(s)
 				cur.s = nil
 				return readResult{}

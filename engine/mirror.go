@@ -123,7 +123,9 @@ func (ms *mirrorSet) get(channel string, ref role.StreamletRef) *host.Streamlet 
 // from: one of the reachable replicas, spread over the streamlet's
 // replicas by a hash of the reader node and the streamlet (so the readers
 // of one channel share the read load), avoiding avoid (the replica whose
-// feed broke) when another is left. A single copy reads from its host.
+// feed broke) when another is left, and this node (a replica it does not
+// hold: not hosted yet, or lost in a restart). A single copy reads from its
+// host.
 func readReplica(ref role.StreamletRef, self, avoid string, reachable func(string) bool) string {
 	set := ref.Set()
 	if len(set) < 2 {
@@ -131,7 +133,7 @@ func readReplica(ref role.StreamletRef, self, avoid string, reachable func(strin
 	}
 	var live []string
 	for _, n := range set {
-		if n != avoid && reachable(n) {
+		if n != avoid && n != self && reachable(n) {
 			live = append(live, n)
 		}
 	}

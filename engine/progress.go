@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -14,13 +15,25 @@ import (
 // no NODE_FEED for that long while its manager reports more records than
 // it holds is stalled (its feed died without the link noticing, or the
 // host dropped it): it is treated as broken and read again from the host
-// (mirror.go, copyReopen). So a reader waits at most about StaleAfter
-// plus a round trip for a change it was not told of.
+// (mirror.go, copyReopen); so is the copy of a closed streamlet that got
+// no feed for that long short of its listed end. A catch-up cursor (a
+// replay) that has not advanced for that long lets go of its streamlet and
+// looks its position up again (checkCatchup). So a reader waits at most
+// about StaleAfter plus a round trip for a change it was not told of.
 
 // readerStalled reports whether a read stream whose position last changed
 // at progressAt has stood still for stale at now (unix ns).
 func readerStalled(now, progressAt int64, stale time.Duration) bool {
 	return now-progressAt >= int64(stale)
+}
+
+// listedEnd is the end of the records the committed list says streamlet
+// ref holds: its end once closed, else the channel's next position.
+func listedEnd(ref role.StreamletRef, next uint64) uint64 {
+	if ref.Closed {
+		return ref.End
+	}
+	return next
 }
 
 // copyStalled reports whether a copy that ends at copyEnd and last got a
@@ -45,6 +58,10 @@ func sendAway(now, blockedSince int64, stale time.Duration) bool {
 // reaches) sends its connections GOAWAY, so that their subscriptions
 // resume on a node that reaches the host.
 func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
+	if lc.checkCatchup(now, stale) && !lc.infoPending {
+		lc.infoValid = false // resolve their positions from the list again
+		lc.deliverCatchup()
+	}
 	if lc.nsubs == 0 || lc.live.pos != lc.progressPos {
 		lc.progressPos, lc.progressAt, lc.blockedSince = lc.live.pos, now, 0
 		return
@@ -67,6 +84,31 @@ func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
 	lc.infoValid = false // ask the manager again
 	lc.live.s = nil      // and resolve the position from its answer
 	lc.deliver()
+}
+
+// checkCatchup runs the progress check of the catch-up subscribers'
+// cursors (a replay, or a lagging subscriber) at now: one that has not
+// advanced for stale while its connection could take more lets go of its
+// streamlet, so that its next read resolves its position from the list
+// again (a copy of a closed streamlet whose feed died unnoticed is then
+// found stalled and read again, and a streamlet this node has come to
+// hold is read here). It reports whether any let go.
+func (lc *loopChan) checkCatchup(now int64, stale time.Duration) bool {
+	reset := false
+	for _, s := range lc.catchup {
+		cur := &s.cur
+		if cur.progAt == 0 || cur.pos != cur.progPos || s.c.watchArmed || s.c.over() {
+			// Moving, or waiting for its own socket to drain.
+			cur.progPos, cur.progAt = cur.pos, now
+			continue
+		}
+		if readerStalled(now, cur.progAt, stale) {
+			cur.progAt = now
+			cur.s = nil
+			reset = true
+		}
+	}
+	return reset
 }
 
 // blockedOnCopy records that the live stream waits for a broken copy

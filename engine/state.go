@@ -24,7 +24,9 @@ import (
 // a cluster's readers cache the lists per loop view (gwChan.gen) and may
 // wait for a streamlet another node opened.
 func (s *Server) applied(c meta.Change) {
-	s.host.Apply(c)
+	if freed := s.host.Apply(c); len(freed) > 0 {
+		s.log.Debug("sluice cluster: freed streamlets the committed lists no longer hold here", "channel", c.Channel, "streamlets", freed)
+	}
 	s.mgr.Changed(c)
 	if s.opts.Cluster != nil {
 		s.gw.changed(c.Channel)

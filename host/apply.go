@@ -13,22 +13,25 @@ import (
 // ends a replica at the committed end of its streamlet when it holds more
 // (an orderer or follower that missed the recovery, e.g. cut off from the
 // manager: its publishes past the end are refused from then on, never
-// acknowledged).
-func (h *Host) Apply(c meta.Change) {
+// acknowledged). It returns the ids it freed.
+func (h *Host) Apply(c meta.Change) (freed []uint64) {
 	for _, r := range c.Freed {
-		h.Free(r.ID)
+		if h.Streamlet(r.ID) != nil {
+			h.Free(r.ID)
+			freed = append(freed, r.ID)
+		}
 	}
 	for _, r := range c.Closed {
 		s := h.Streamlet(r.ID)
 		if s == nil {
 			continue
 		}
-		if r.Lost || !slices.Contains(r.Set(), h.node) {
+		if r.Lost || !slices.Contains(r.Set(), h.node) || !s.settle(int(r.End-r.First), r.Set()) {
 			h.Free(r.ID)
-			continue
+			freed = append(freed, r.ID)
 		}
-		s.settle(int(r.End-r.First), r.Set())
 	}
+	return freed
 }
 
 // settle ends a replicated streamlet's replica at n records, the committed
@@ -37,15 +40,13 @@ func (h *Host) Apply(c meta.Change) {
 // follower holding n or fewer is left to its orderer's stream, which
 // closes it; a single copy was sealed by its host before its end was
 // committed.
-func (s *Streamlet) settle(n int, set []string) {
+func (s *Streamlet) settle(n int, set []string) (kept bool) {
 	s.mu.Lock()
 	r := s.repl
 	act := r != nil && !s.buf.Sealed() && (s.buf.Written() > n || (r.orderer && s.buf.Written() == n))
 	s.mu.Unlock()
 	if !act {
-		return
+		return true
 	}
-	if err := s.SealAt(n, slices.Clone(set)); err != nil {
-		s.h.Free(s.id) // not a replica of the committed content
-	}
+	return s.SealAt(n, slices.Clone(set)) == nil // else not a replica of the committed content
 }

@@ -21,7 +21,7 @@ import (
 
 // maxCopies bounds the copies one manager runs at once: the rate limit of
 // the copy traffic (each copy is one streamlet, at most LimitSize bytes).
-const maxCopies = 4
+const maxCopies = 16
 
 // copyJob is one streamlet to copy.
 type copyJob struct {
