@@ -41,7 +41,7 @@ type State struct {
 	// concurrently do not raise it, so they never conflict with each
 	// other. Written by Apply only.
 	epochFloor atomic.Uint64
-	count     atomic.Int64
+	count      atomic.Int64
 	// applied is the index of the last command applied.
 	applied atomic.Uint64
 	// instances maps a node to its incarnation that may hold streamlets
