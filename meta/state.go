@@ -9,6 +9,7 @@ package meta
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -67,6 +68,12 @@ type Change struct {
 	Closed []role.StreamletRef
 	// Freed lists the streamlets removed from the list (EXPIRE).
 	Freed []role.StreamletRef
+	// Removed lists the nodes the command took out of the sets of Closed
+	// (HOLDERS' Remove, NODE_GONE's node): what they held of those is
+	// theirs no longer. A node left out of a set by another change (a
+	// HOLDERS adding someone else, a NODE_GONE of another node) may hold a
+	// copy whose own HOLDERS has not committed yet.
+	Removed []string
 	// Created: the command created the incarnation; Dropped: it removed it.
 	Created, Dropped bool
 }
@@ -278,7 +285,8 @@ func (s *State) holdersCmd(c *Cmd) (Result, []Change) {
 		return ResultConflict, nil
 	}
 	ch.Used = c.Time
-	return ResultOK, []Change{{Channel: c.Channel, Epoch: ch.Epoch, Closed: []role.StreamletRef{cloneRef(r)}}}
+	return ResultOK, []Change{{Channel: c.Channel, Epoch: ch.Epoch, Closed: []role.StreamletRef{cloneRef(r)},
+		Removed: slices.Clone(c.Remove)}}
 }
 
 // Instance returns the incarnation of node that may hold streamlets, as
@@ -314,7 +322,7 @@ func (s *State) nodeGoneCmd(c *Cmd) (Result, []Change) {
 				for k := range changed {
 					changed[k] = cloneRef(changed[k])
 				}
-				changes = append(changes, Change{Channel: name, Epoch: ch.Epoch, Closed: changed})
+				changes = append(changes, Change{Channel: name, Epoch: ch.Epoch, Closed: changed, Removed: []string{c.Node}})
 			}
 		}
 		sh.mu.Unlock()

@@ -232,6 +232,26 @@ func TestObserverSeesEveryChange(t *testing.T) {
 	}
 }
 
+// TestObserver_RemovedNodes: a HOLDERS change names the nodes it removed,
+// a NODE_GONE the node it took out; a close names none (host.Apply frees
+// on them, and on a close, the replicas left out).
+func TestObserver_RemovedNodes(t *testing.T) {
+	s := New()
+	var got []Change
+	s.SetObserver(func(c Change) { got = append(got, c) })
+	applied(t, s, openCmd("c", 0, 0, 0, 7, t0, "a", "b"))
+	ep := mustChan(t, s, "c").Epoch
+	applied(t, s, openCmd("c", ep, 7, 11, 8, t0+sec, "b"))
+	applied(t, s, Cmd{Kind: KindHolders, Time: t0 + 2*sec, Channel: "c", Epoch: ep, Tail: 7, Add: []string{"c"}, Remove: []string{"a"}})
+	applied(t, s, Cmd{Kind: KindNodeGone, Time: t0 + 3*sec, Node: "b"})
+	if len(got) != 4 || len(got[1].Removed) != 0 {
+		t.Fatalf("changes %+v", got)
+	}
+	if !slices.Equal(got[2].Removed, []string{"a"}) || !slices.Equal(got[3].Removed, []string{"b"}) {
+		t.Fatalf("removed: HOLDERS %v, NODE_GONE %v", got[2].Removed, got[3].Removed)
+	}
+}
+
 func TestApply_MalformedChangesNothing(t *testing.T) {
 	s := New()
 	applied(t, s, openCmd("c", 0, 0, 0, 7, t0, "a"))
