@@ -374,7 +374,8 @@ func TestClusterDrainGoesOnAfterOneSIGTERM(t *testing.T) {
 	a, b := c.nodes["a"], c.nodes["b"]
 	c.start(a)
 	b.Start(t, []string{clusterSecretEnv + "=" + mpSecret}, c.bin, "serve", "--node-name", "b", "--listen", b.client,
-		"--cluster-listen", b.gossip, "--join", a.gossip, "--loops", "2", "--drain-timeout", "3s", "--shutdown-timeout", "2s")
+		"--cluster-listen", b.gossip, "--join", a.gossip, "--raft-listen", b.raft, "--data-dir", b.data, "--raft-timeout", "300ms",
+		"--loops", "2", "--drain-timeout", "3s", "--shutdown-timeout", "2s")
 	c.waitStatus("two alive members", 30*time.Second, func(st engine.Status) bool { return aliveMembers(st) == 2 }, a, b)
 	stubborn, err := net.DialTimeout("tcp", b.client, 5*time.Second)
 	if err != nil {
