@@ -304,7 +304,7 @@ func (l *loop) recheckAuth() {
 // up ends the same way right after its SUBSCRIBED.
 func (l *loop) recheckSubs(c *conn) {
 	for id, su := range c.subs {
-		if c.may(capSubscribe, []byte(su.lc.name)) {
+		if c.may(capSubscribe, []byte(su.lc.name)) && su.presenceAllowed() {
 			continue
 		}
 		l.srv.log.Info("ending a subscription: permission revoked", "remote", c.sec.remote,

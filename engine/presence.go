@@ -425,6 +425,14 @@ func (l *loop) sendChanges(lc *loopChan, ds []presence.Delivery) {
 	}
 }
 
+// presenceAllowed reports whether su may still get what its presence flags
+// ask for: a subscription with events or occupancy whose connection lost
+// the presence capability (a refresh, a reload) ends as one that lost the
+// subscribe capability does (recheckSubs).
+func (su *sub) presenceAllowed() bool {
+	return su.pflags&(wire.FlagPresenceEvents|wire.FlagOccupancy) == 0 || su.c.mayPresence([]byte(su.lc.name))
+}
+
 // mayPresence reports whether c may read channel ch's presence and
 // occupancy (capability presence, docs/auth.md).
 func (c *conn) mayPresence(ch []byte) bool { return c.may(capPresence, ch) }
@@ -438,7 +446,9 @@ func writePresenceMetrics(p *promWriter, st PresenceStats) {
 	p.family("sluice_presence_members", "gauge", "Presence member entries this node holds, by origin: local (its own connections) or remote (pushed by other nodes).")
 	p.sample("sluice_presence_members", float64(st.Local), "origin", "local")
 	p.sample("sluice_presence_members", float64(st.Members-st.Local), "origin", "remote")
-	p.one("sluice_presence_memory_bytes", "gauge", "Memory of the presence member entries, as counted against presence-max-bytes.", float64(st.Bytes))
+	p.family("sluice_presence_memory_bytes", "gauge", "Presence memory by part: members (counted against presence-max-bytes) and channels (the counts kept per channel with a subscriber on some node, estimated).")
+	p.sample("sluice_presence_memory_bytes", float64(st.Bytes), "part", "members")
+	p.sample("sluice_presence_memory_bytes", float64(st.ChannelBytes), "part", "channels")
 	p.one("sluice_presence_refused_total", "counter", "Presence joins refused by presence-max-members or presence-max-bytes (ERROR UNAVAILABLE).", float64(st.Refused))
 	p.one("sluice_presence_dropped_total", "counter", "Members pushed by other nodes and not stored by a limit (queries say PARTIAL).", float64(st.Dropped))
 	p.family("sluice_presence_deliveries_total", "counter", "Presence changes queued for the event loops, by kind (once per loop with watchers).")

@@ -377,7 +377,8 @@ func TestPresence_LimitsRefuseJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{`sluice_presence_members{origin="local"} 2`, "sluice_presence_refused_total 1",
-		fmt.Sprintf("sluice_presence_memory_bytes %d", 2*presence.EntryCost("", nil))} {
+		fmt.Sprintf(`sluice_presence_memory_bytes{part="members"} %d`, 2*presence.EntryCost("", nil)),
+		fmt.Sprintf(`sluice_presence_memory_bytes{part="channels"} %d`, presence.ChannelCost)} {
 		if !strings.Contains(sb.String(), line+"\n") {
 			t.Errorf("metrics lack %q", line)
 		}
@@ -520,5 +521,41 @@ func TestPresence_ClientIDAndInfoFromTokens(t *testing.T) {
 	carol.write(wire.AppendSubscribeFlags(nil, carol.nextID(), wire.FlagPresenceEvents, wire.Subscribe{SubID: 2, Channel: []byte("chat.room")}))
 	if e := carol.expectError(); e.Code != wire.CodeForbidden {
 		t.Fatalf("carol's events subscription: %+v", e)
+	}
+}
+
+// TestPresence_RefreshWithoutPresenceEndsWatchers: a refreshed token that
+// no longer gives the presence capability ends the connection's event and
+// occupancy subscriptions (UNSUBSCRIBED id 0), as a lost subscribe
+// capability does; a subscription that only entered the presence stays,
+// and its member leaves no one's list.
+func TestPresence_RefreshWithoutPresenceEndsWatchers(t *testing.T) {
+	clock := newTestClock()
+	s := startTest(t, func(o *Options) { o.Auth = jwtAuth(); o.now = clock.Now })
+	tok := func(presence []string) string {
+		return mintHS(t, clock, jwtauth.MintClaims{Subject: "dan", TTL: time.Minute,
+			Caps: &jwtauth.Caps{Subscribe: []string{"chat.>"}, Presence: presence}})
+	}
+	c := dialRaw(t, s.Addr())
+	c.write(wire.AppendHello(nil, 77, wire.Hello{MinVersion: 1, MaxVersion: 1, Features: wire.FeaturePresence | wire.FeatureRefresh,
+		Token: []byte(tok([]string{"chat.>"}))}))
+	if h, body := c.next(); h.Type != wire.TypeWelcome {
+		t.Fatalf("got %s", describe(h, body))
+	}
+	c.expectAuthed(77)
+	c.psubscribe(1, "chat.room", wire.FlagPresenceEvents|wire.FlagOccupancy)
+	c.psubscribe(2, "chat.room", wire.FlagPresence)
+	c.write(wire.AppendRefresh(nil, 40, []byte(tok([]string{}))))
+	h, body := c.presFrame()
+	for h.Type == wire.TypePresenceEvent || h.Type == wire.TypeOccupancy { // sub 1 saw sub 2's connection join
+		h, body = c.presFrame()
+	}
+	if id, _ := wire.DecodeUnsubscribed(body); h.Type != wire.TypeUnsubscribed || h.ID != 0 || id != 1 {
+		t.Fatalf("got %s, want UNSUBSCRIBED id 0 of sub 1", describe(h, body))
+	}
+	c.expectAuthed(40)
+	q := presLogin(t, s.Addr(), tokAlice) // alice's role may read chat.* presence
+	if st := q.query("chat.room", false); st.occ.Members != 1 || st.occ.Subscribers != 1 || len(st.members) != 1 {
+		t.Fatalf("after the refresh: %+v", st)
 	}
 }

@@ -141,3 +141,56 @@ func BenchmarkApplyRemoteJoins(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChannelMemory measures the heap per channel of the counts a
+// node keeps for every channel with a subscriber on some node: 10,000
+// channels with a subscription here ("local"), or pushed by one other node
+// ("remote").
+func BenchmarkChannelMemory(b *testing.B) {
+	const n = 10000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("channel.%06d", i)
+	}
+	for _, where := range []string{"local", "remote"} {
+		b.Run(where, func(b *testing.B) {
+			var per float64
+			for range b.N {
+				r := New("a", 1, Limits{MaxMembers: n, MaxBytes: 1 << 40, EventsMax: 100}, func(int) {})
+				r.Peers([]string{"a", "b"})
+				var body []byte
+				if where == "remote" {
+					var items []byte
+					for _, ch := range names {
+						items = wire.AppendSyncItem(items, &wire.SyncItem{Kind: wire.SyncCounts, Channel: []byte(ch), Counts: wire.Occupancy{Subscribers: 1}})
+					}
+					body = wire.AppendPresenceSync(nil, wire.PresenceSync{Incarnation: 1, Seq: 1, Flags: wire.SyncBegin | wire.SyncEnd, Count: n}, items)
+				}
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				if where == "local" {
+					for _, ch := range names {
+						r.Count(ch, 1, 0)
+					}
+				} else if _, err := r.Serve("b", body); err != nil {
+					b.Fatal(err)
+				}
+				body = nil
+				r.mu.Lock()
+				for _, p := range r.peers {
+					p.reset()
+				}
+				r.mu.Unlock()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if got := r.Stats().Channels; got != n {
+					b.Fatalf("%d channels", got)
+				}
+				per = float64(after.HeapAlloc-before.HeapAlloc) / n
+				runtime.KeepAlive(r)
+			}
+			b.ReportMetric(per, "B/channel")
+		})
+	}
+}

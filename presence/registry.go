@@ -37,6 +37,15 @@ func EntryCost(clientID string, info []byte) int64 {
 	return entryOverhead + int64(len(clientID)) + int64(len(info))
 }
 
+// ChannelCost and PartCost estimate the memory of a channel's record and
+// of another node's share of it (BenchmarkChannelMemory: 188 bytes per
+// channel with a subscription here, 523 per channel known from another
+// node alone, at 14-byte names).
+const (
+	ChannelCost = 192
+	PartCost    = 336
+)
+
 // entryOverhead is the fixed cost of a member entry. BenchmarkMemberMemory
 // measures the heap per member of a channel of 10,000 members with a
 // 16-byte client id and no info at 98 bytes for local members and 78 for
@@ -86,11 +95,19 @@ type Stats struct {
 	Members  int   // member entries held, local and remote (gauge)
 	Local    int   // of which local (gauge)
 	Bytes    int64 // their cost (EntryCost; gauge)
-	Refused  int64 // local joins refused by a limit
-	Dropped  int64 // remote members not stored by a limit
-	Events   int64 // join and leave deliveries queued (once per sink)
-	Occupied int64 // occupancy deliveries queued (once per sink)
-	Sync     SyncStats
+	// Parts counts the other nodes' shares of channels this node holds
+	// (their counts of a channel; gauge); ChannelBytes estimates the
+	// memory of the channel records, local and remote (ChannelCost,
+	// PartCost; gauge). They grow with the channels that have a
+	// subscriber on some node, as the rest of a node's per-channel state
+	// does; Limits bound the members, not them.
+	Parts        int
+	ChannelBytes int64
+	Refused      int64 // local joins refused by a limit
+	Dropped      int64 // remote members not stored by a limit
+	Events       int64 // join and leave deliveries queued (once per sink)
+	Occupied     int64 // occupancy deliveries queued (once per sink)
+	Sync         SyncStats
 }
 
 // Registry is a node's picture of presence and occupancy. It is safe for
@@ -113,6 +130,7 @@ type Registry struct {
 	dirty   map[*channel]struct{} // counts changed since the last Tick, watched for occupancy
 	stored  int
 	local   int
+	parts   int // remote parts held (Stats.Parts)
 	bytes   int64
 	stats   Stats
 	remote  // origins: the other nodes' parts (remote.go)
@@ -467,6 +485,8 @@ func (r *Registry) Stats() Stats {
 	defer r.mu.Unlock()
 	s := r.stats
 	s.Channels, s.Members, s.Local, s.Bytes = len(r.chans), r.stored, r.local, r.bytes
+	s.Parts = r.parts
+	s.ChannelBytes = int64(s.Channels)*ChannelCost + int64(s.Parts)*PartCost
 	s.Sync = r.syncStats
 	return s
 }

@@ -100,6 +100,7 @@ func (r *Registry) applyItem(o *origin, it *wire.SyncItem) {
 			c.remote = make(map[string]*part)
 		}
 		c.remote[o.name] = pt
+		r.parts++
 		o.parts[name] = pt
 	}
 	switch it.Kind {
@@ -165,6 +166,7 @@ func (r *Registry) forgetPart(o *origin, c *channel, pt *part) {
 		return
 	}
 	delete(c.remote, o.name)
+	r.parts--
 	if len(c.remote) == 0 {
 		c.remote = nil
 	}

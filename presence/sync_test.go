@@ -91,6 +91,9 @@ func TestPushesMakeTheWholePicture(t *testing.T) {
 			t.Fatalf("%s sees %+v %v partial=%v", n, o, ms, partial)
 		}
 	}
+	if st := cl["c"].Stats(); st.Channels != 1 || st.Parts != 2 || st.ChannelBytes != ChannelCost+2*PartCost {
+		t.Fatalf("c's channel records: %+v", st)
+	}
 	_, ms, _ := cl["c"].Query("room", false, nil)
 	for _, m := range ms {
 		if m.ClientID == "alice" && string(m.Info) != `{"n":1}` {
@@ -133,6 +136,9 @@ func TestDeadNodeLeavesEverywhere(t *testing.T) {
 		if o, ms, _ := query(cl[n], "room"); o != (wire.Occupancy{Subscribers: 1}) || len(ms) != 0 {
 			t.Fatalf("%s after b died: %+v %v", n, o, ms)
 		}
+	}
+	if st := cl["c"].Stats(); st.Parts != 1 || st.Members != 0 || st.Bytes != 0 { // a's count of room is left
+		t.Fatalf("c keeps %+v after b died", st)
 	}
 	if _, err := cl["a"].Serve("b", wire.AppendPresenceSync(nil, wire.PresenceSync{Incarnation: 1, Seq: 1, Flags: wire.SyncBegin}, nil)); !errors.Is(err, ErrNotMember) {
 		t.Fatalf("a push from the dead node: %v", err)
