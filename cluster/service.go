@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/sluice-rtm/sluice/wire"
+import (
+	"fmt"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
 
 // Service is a node-to-node service beside the cluster's roles (presence,
 // package presence): it answers the node operations numbered from
@@ -24,12 +28,29 @@ type Service interface {
 }
 
 // Call sends a NODE_REQUEST of op with body to node over this node's
-// link to it (dialing when needed) and returns the result of an OK
-// answer. It waits at most the link's request timeout (three RPC
-// timeouts); a refusal is an error with the node's text. Any goroutine
-// but the event loops.
+// link to it and returns the result of an OK answer. It waits at most the
+// link's request timeout (three RPC timeouts); a refusal is an error with
+// the node's text. Any goroutine but the event loops.
+//
+// A service is not the failure detector: Call dials a live member without
+// a link as redial does (a failed dial marks nothing down), and does not
+// dial a member marked down. A link it opened is like any other: its
+// heartbeat's verdict applies.
 func (c *Cluster) Call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
-	return c.call(node, op, body)
+	l := c.existingLink(node)
+	if l == nil {
+		c.mu.RLock()
+		_, member := c.members[node]
+		_, down := c.down[node]
+		c.mu.RUnlock()
+		if member && !down {
+			l = c.linkTo(node, true)
+		}
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
+	}
+	return l.call(op, body)
 }
 
 // serveService passes a request of a service's op to Config.Service.
