@@ -315,7 +315,8 @@ func (c *Cluster) Start(clientAddr string) error {
 		return err
 	}
 	adv := rl.Advert()
-	c.meta = nodeMeta{Client: c.clientAddr, Cap: o.Capacity, Inst: c.instance, Raft: adv.Addr, SID: adv.ServerID, Boot: adv.Bootstrapped}
+	c.meta = nodeMeta{Client: c.clientAddr, Cap: o.Capacity, Inst: c.instance, Raft: adv.Addr, SID: adv.ServerID, Boot: adv.Bootstrapped,
+		Svc: c.cfg.Service != nil}
 	ml, err := membership.Start(membership.Config{
 		Name: c.self, BindAddr: o.Listen, AdvertiseAddr: o.Advertise, Join: o.Join,
 		Secret: []byte(o.Secret), Meta: c.encodeMeta,

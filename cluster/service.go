@@ -61,15 +61,17 @@ func (c *Cluster) serveService(peer string, op wire.NodeOp, body []byte) (uint8,
 	return c.cfg.Service.Serve(peer, op, body)
 }
 
-// tellService gives Config.Service the live members (refresh).
+// tellService gives Config.Service the live members that answer service
+// ops (refresh): a node of a version without them (during a rolling
+// upgrade) would end the link on an op it does not know.
 func (c *Cluster) tellService(seen map[string]member) {
 	if c.cfg.Service == nil {
 		return
 	}
 	alive := make([]string, 0, len(seen)+1)
 	alive = append(alive, c.self)
-	for name := range seen {
-		if name != c.self {
+	for name, m := range seen {
+		if name != c.self && m.Load.Svc {
 			alive = append(alive, name)
 		}
 	}

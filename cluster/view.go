@@ -55,6 +55,10 @@ type nodeMeta struct {
 	Raft string `json:"r"`
 	SID  string `json:"sid"`
 	Boot bool   `json:"b,omitempty"`
+	// Svc: the node answers the service ops (PROTOCOL.md 9.5, from 32 on:
+	// presence); a node that does not say so is never sent them
+	// (service.go), since an op it does not know would end the link.
+	Svc bool `json:"sv,omitempty"`
 }
 
 func (c *Cluster) encodeMeta() []byte {
