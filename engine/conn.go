@@ -38,6 +38,7 @@ type conn struct {
 	// presence: FeaturePresence negotiated (presence.go); id is the
 	// connection's id on this node, which presence reports.
 	presence bool
+	filters  bool // FeatureFilters negotiated: SUBSCRIBE with FILTER, FDATA (filter.go)
 	id       uint64
 	closing  bool // a fatal error was queued; input is ignored
 	closed   bool // gnet closed it; cleanup done or pending

@@ -40,6 +40,9 @@ type gwChan struct {
 	// this node (cluster): a loop's cached role.ChannelInfo older than gen is
 	// fetched again.
 	gen atomic.Uint64
+	// filt holds the channel's compiled filters on this node (filter.go);
+	// nil until a filtered subscription came.
+	filt atomic.Pointer[gwFilters]
 }
 
 func newGateway(loops int) *gateway {
@@ -159,10 +162,13 @@ type loopChan struct {
 	// read side. live subscribers are at position live.pos and share one
 	// read stream; catchup subscribers have cursors of their own and join
 	// live when they reach it.
-	live      cursor
-	liveSubs  []*sub
-	catchup   []*sub
-	nsubs     int
+	live     cursor
+	liveSubs []*sub // unfiltered; the filtered ones are in groups (filter.go)
+	catchup  []*sub
+	nsubs    int
+	// groups are the filtered subscriptions by expression (filter.go);
+	// nil when there are none, the only cost unfiltered delivery pays.
+	groups    map[string]*filterGroup
 	scheduled atomic.Bool
 	// progressPos and progressAt: where the live stream was when it last
 	// moved, and when (progress.go).
@@ -192,9 +198,11 @@ type sub struct {
 	pending   bool
 	cancel    bool
 	cancelReq uint32
-	cur       cursor // used while catching up
-	lagging   bool   // in lc.catchup: reads with cur, not the live stream
-	skipping  bool   // slow: messages from skipFrom on were not sent
+	cur       cursor        // used while catching up
+	fg        *filterGroup  // its filter's group (filter.go); nil: unfiltered
+	sf        *sharedFilter // its filter while pending, before it joins fg
+	lagging   bool          // in lc.catchup: reads with cur, not the live stream
+	skipping  bool          // slow: messages from skipFrom on were not sent
 	skipFrom  uint64
 	// pflags are the presence flags it was subscribed with; ppaused is
 	// the EVENTS_PAUSED state it was last sent; pclient the client id it
@@ -404,6 +412,9 @@ func (lc *loopChan) deliver() {
 	}
 	lc.settleSkips()
 	lc.deliverCatchup()
+	if lc.groups != nil {
+		lc.deliverGroups() // filtered subscriptions, after everyone else (filter.go)
+	}
 }
 
 // settleSkips ends the skipping of live subscribers whose connection has
@@ -467,10 +478,21 @@ func decideLive(p SlowPolicy, over, skipping bool) liveAction {
 // is then at the batch's first position and the caller moves it to the
 // catch-up subscribers.
 func (s *sub) send(b *dataBatch) bool {
-	r := b.r
+	send, leave := s.policy(b.r.first)
+	if send {
+		b.sendTo(s.c, s.id)
+	}
+	return leave
+}
+
+// policy applies the slow-consumer policy to the live batch starting at
+// first for s: whether to send it now (a GAP slow for what was skipped
+// is queued first), and whether s leaves the live stream (policy lag:
+// its cursor is then at first).
+func (s *sub) policy(first uint64) (send, leave bool) {
 	c := s.c
 	if c.closing || c.closed {
-		return false
+		return false, false
 	}
 	srv := c.l.srv
 	switch decideLive(srv.opts.SlowPolicy, c.over(), s.skipping) {
@@ -478,24 +500,24 @@ func (s *sub) send(b *dataBatch) bool {
 		c.sendError(0, wire.CodeSlowConsumer,
 			fmt.Sprintf("more than %d bytes pending to subscriber", c.l.outLimit()))
 	case actLag:
-		s.cur = cursor{pos: r.first}
+		s.cur = cursor{pos: first}
 		s.lagging = true
 		srv.slowLags.Add(1)
 		c.armWritable()
-		return true
+		return false, true
 	case actSkip:
-		s.skipping, s.skipFrom = true, r.first
+		s.skipping, s.skipFrom = true, first
 		srv.slowSkips.Add(1)
 		c.armWritable() // settleSkips sends the GAP once it drains
 	case actStillSkip:
 	case actEndSkip:
-		c.sendGap(s.id, s.skipFrom, r.first-1, wire.GapSlow)
+		c.sendGap(s.id, s.skipFrom, first-1, wire.GapSlow)
 		s.skipping = false
-		b.sendTo(c, s.id)
+		return true, false
 	case actSend:
-		b.sendTo(c, s.id)
+		return true, false
 	}
-	return false
+	return false, false
 }
 
 // deliverCatchup lets each catch-up subscriber (a replay, or a subscriber
@@ -558,7 +580,9 @@ func (lc *loopChan) addSub(s *sub, start uint64) {
 	}
 	lc.nsubs++
 	s.cur = cursor{pos: start}
-	if start == lc.live.pos {
+	if s.fg != nil {
+		// A member of its group, reading with its own cursor (filter.go).
+	} else if start == lc.live.pos {
 		lc.liveSubs = append(lc.liveSubs, s)
 	} else {
 		s.lagging = true
@@ -569,8 +593,12 @@ func (lc *loopChan) addSub(s *sub, start uint64) {
 // removeSub forgets s; the last one unregisters the loop as a reader.
 func (lc *loopChan) removeSub(s *sub) {
 	lc.l.presenceRemoved(lc, s)
-	lc.liveSubs = removeFrom(lc.liveSubs, s)
-	lc.catchup = removeFrom(lc.catchup, s)
+	if s.fg != nil {
+		lc.leaveGroup(s)
+	} else {
+		lc.liveSubs = removeFrom(lc.liveSubs, s)
+		lc.catchup = removeFrom(lc.catchup, s)
+	}
 	lc.nsubs--
 	if lc.nsubs == 0 {
 		lc.gc.readers[lc.l.idx].Store(nil)

@@ -90,6 +90,7 @@ type loop struct {
 	zin      []byte
 	db       dataBatch // the batch being delivered (msgdata.go)
 	ps       presenceScratch
+	fmatch   []bool    // filter results of the batch being delivered (filter.go)
 	rw       rawWriter // writes the connections' output (conn.writev)
 }
 
@@ -396,12 +397,22 @@ func (l *loop) frame(c *conn, h wire.Header, body []byte) {
 	l.flushRun() // earlier publishes take effect before this frame
 	switch h.Type {
 	case wire.TypeSubscribe:
-		sb, err := wire.DecodeSubscribe(body)
+		var sb wire.Subscribe
+		var filter []byte
+		var err error
+		switch {
+		case h.Flags&wire.FlagFilter == 0:
+			sb, err = wire.DecodeSubscribe(body)
+		case !c.filters:
+			err = fmt.Errorf("SUBSCRIBE has flag FILTER, but FeatureFilters was not negotiated")
+		default:
+			sb, filter, err = wire.DecodeSubscribeFilter(body)
+		}
 		if err != nil {
 			c.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
-		l.subscribe(c, h.ID, h.Flags, sb)
+		l.subscribe(c, h.ID, h.Flags, sb, filter)
 	case wire.TypeUnsubscribe:
 		id, err := wire.DecodeUnsubscribe(body)
 		if err != nil {
@@ -484,6 +495,7 @@ func (l *loop) hello(c *conn, h wire.Header, body []byte) {
 	c.s2 = w.Features&wire.FeatureS2 != 0
 	c.refresh = w.Features&wire.FeatureRefresh != 0
 	c.presence = w.Features&wire.FeaturePresence != 0
+	c.filters = w.Features&wire.FeatureFilters != 0
 	c.scratch = wire.AppendWelcome(c.scratch, h.ID, w)
 	c.ownEnd(s, k)
 	if c.refresh {

@@ -104,8 +104,11 @@ type Metrics struct {
 	// JWTs: tokens refused (in HELLO or REFRESH), REFRESHes taken, and
 	// connections closed with TOKEN_EXPIRED.
 	JWTRefused, JWTRefreshes, TokensExpired int64
-	Unauthorized                            int64 // ERROR UNAUTHENTICATED sent
-	Forbidden                               int64 // ERROR FORBIDDEN sent
+	// Filters: distinct compiled filters held, evaluations (one per
+	// message per distinct filter), evaluations stopped by the cost limit.
+	Filters, FilterEvals, FilterAborts int64
+	Unauthorized                       int64 // ERROR UNAUTHENTICATED sent
+	Forbidden                          int64 // ERROR FORBIDDEN sent
 	// Violations counts limit violations by limit: handshake_timeout,
 	// idle_timeout, frame_timeout, publish_rate, max_conns, max_conns_per_addr.
 	Violations map[string]int64
@@ -215,6 +218,7 @@ collect:
 		SlowLags: s.slowLags.Load(), SlowSkips: s.slowSkips.Load(), SlowCloses: int64(sum.st.errs[wire.CodeSlowConsumer]),
 		AuthReloads: s.reloads.Load(),
 		JWTRefused:  s.jwtRefused.Load(), JWTRefreshes: s.jwtRefreshes.Load(), TokensExpired: s.jwtExpired.Load(),
+		Filters: s.filters.Load(), FilterEvals: s.filterEvals.Load(), FilterAborts: s.filterAborts.Load(),
 		Unauthorized: int64(sum.st.errs[wire.CodeUnauthenticated]),
 		Forbidden:    int64(sum.st.errs[wire.CodeForbidden]),
 		Violations:   make(map[string]int64),
@@ -344,6 +348,9 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.one("sluice_jwt_refused_total", "counter", "JWTs refused in HELLO or REFRESH (bad signature, algorithm, key, expiry, claims).", float64(m.JWTRefused))
 	p.one("sluice_jwt_refreshes_total", "counter", "REFRESHes that replaced a connection's JWT.", float64(m.JWTRefreshes))
 	p.one("sluice_tokens_expired_total", "counter", "Connections closed with TOKEN_EXPIRED (no REFRESH within the grace period).", float64(m.TokensExpired))
+	p.one("sluice_filters", "gauge", "Distinct filter expressions compiled on this node (per channel).", float64(m.Filters))
+	p.one("sluice_filter_evaluations_total", "counter", "Filter evaluations: one per message per distinct filter on the node.", float64(m.FilterEvals))
+	p.one("sluice_filter_aborted_total", "counter", "Filter evaluations stopped by the cost limit (the message did not match).", float64(m.FilterAborts))
 	p.byKey("sluice_limit_violations_total", "counter", "Violations of the abuse limits, by limit.", "limit", m.Violations)
 	p.one("sluice_streamlets_created_total", "counter", "Streamlets created on this node.", float64(m.StreamletsCreated))
 	p.one("sluice_grants_total", "counter", "Write grants issued by this node's channel manager.", float64(m.Grants))

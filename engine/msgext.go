@@ -9,7 +9,7 @@ import (
 // encoded once per kind of subscriber (msgdata.go).
 
 // serverFeatures are the feature bits a server accepts in HELLO.
-const serverFeatures = wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh | wire.FeaturePresence
+const serverFeatures = wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh | wire.FeaturePresence | wire.FeatureFilters
 
 // compressedOK reports whether a client's frame may carry
 // FlagCompressed: only a PUBLISH on a connection that negotiated S2 (a

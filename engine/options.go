@@ -76,6 +76,17 @@ type Options struct {
 	MaxConns int
 	// MaxSubsPerConn caps subscriptions on one connection.
 	MaxSubsPerConn int
+	// MaxFilters caps the distinct filter expressions (per channel) the
+	// node holds compiled at once (docs/filters.md); past it a filtered
+	// SUBSCRIBE gets ERROR UNAVAILABLE. A compiled filter takes about
+	// 50 KB.
+	MaxFilters int
+	// FilterCPU is the share of one CPU each filter worker may use
+	// (0 < FilterCPU <= 1; default 0.25): filters are evaluated off the
+	// event loops by GOMAXPROCS/2 workers (at least one), each resting
+	// after a batch so as to stay within its share. A filter that needs
+	// more makes its own subscribers lag, never the others.
+	FilterCPU float64
 	// MaxPayload is the largest message payload accepted, in bytes.
 	MaxPayload int
 
@@ -223,6 +234,8 @@ func DefaultOptions() Options {
 		ServerName:       "sluice",
 		MaxConns:         100_000,
 		MaxSubsPerConn:   1024,
+		MaxFilters:       1000,
+		FilterCPU:        0.25,
 		MaxPayload:       1 << 20,
 		LimitMsgs:        5000,
 		Replicas:         1,
@@ -290,6 +303,10 @@ func (o *Options) Validate() error {
 		return optErr("MaxConns", "%d must be at least 1", o.MaxConns)
 	case o.MaxSubsPerConn < 1 || o.MaxSubsPerConn > 65535:
 		return optErr("MaxSubsPerConn", "%d is outside 1..65535", o.MaxSubsPerConn)
+	case o.MaxFilters < 0:
+		return optErr("MaxFilters", "%d is negative", o.MaxFilters)
+	case !(o.FilterCPU > 0 && o.FilterCPU <= 1):
+		return optErr("FilterCPU", "%v is outside (0, 1]", o.FilterCPU)
 	case o.MaxPayload < 1 || o.MaxPayload > 64<<20:
 		return optErr("MaxPayload", "%d is outside 1..64 MiB", o.MaxPayload)
 	case o.MaxRetained < 0:

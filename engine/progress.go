@@ -76,6 +76,11 @@ func (lc *loopChan) checkProgress(now int64, stale time.Duration) {
 				s.c.goAwayUnreachable(lc.name)
 			}
 		}
+		for _, g := range lc.groups {
+			for _, s := range g.members {
+				s.c.goAwayUnreachable(lc.name)
+			}
+		}
 	}
 	if !readerStalled(now, lc.progressAt, stale) || lc.infoPending {
 		return

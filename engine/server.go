@@ -84,6 +84,10 @@ type Server struct {
 	slowSkips  atomic.Int64
 	slowLags   atomic.Int64
 	s2Batches  atomic.Uint64 // DATA batches compressed once for S2 subscribers (msgdata.go)
+	// Filters (filter.go): distinct compiled filters held (bounded by
+	// MaxFilters), evaluations, and evaluations stopped by the cost limit.
+	filters, filterEvals, filterAborts atomic.Int64
+	fworkers                           *filterWorkers
 
 	// ww wakes loops when a full socket drains (writable_linux.go);
 	// writableWakes counts the wake-ups (conn.writable).
@@ -211,6 +215,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.owned.Go(s.ticker, func() { close(s.tickDone) })
+	s.startFilterWorkers(opts.Loops)
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
 	if s.plainLinks && opts.Cluster != nil {
 		s.log.Warn("benchmark switch benchhook.SetPlainNodeLinks is on: node links are authenticated but NOT encrypted or integrity-protected")
@@ -356,6 +361,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopWSAccept()
 	close(s.tickStop)
 	<-s.tickDone
+	s.fworkers.stopAll()
 	s.plane.shutdown()
 	s.closePresence()
 	ls := s.loopList()

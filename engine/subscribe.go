@@ -58,7 +58,8 @@ func (srv *Server) positionSince(channel string, info *role.ChannelInfo, t int64
 	return info.Next
 }
 
-func (l *loop) subscribe(c *conn, reqID uint32, flags wire.Flags, sb wire.Subscribe) {
+// subscribe handles SUBSCRIBE with its flags; filter is its expression (nil: none).
+func (l *loop) subscribe(c *conn, reqID uint32, flags wire.Flags, sb wire.Subscribe, filter []byte) {
 	srv := l.srv
 	if err := wire.ValidChannel(sb.Channel); err != nil {
 		c.sendError(reqID, wire.CodeInvalidChannel, err.Error())
@@ -86,17 +87,27 @@ func (l *loop) subscribe(c *conn, reqID uint32, flags wire.Flags, sb wire.Subscr
 	}
 	lc := l.channel(string(sb.Channel))
 	lc.lastUse = l.now
+	var sf *sharedFilter
+	if filter != nil {
+		var code wire.Code
+		var err error
+		if sf, code, err = srv.acquireFilter(lc.gc, string(filter)); err != nil {
+			c.sendError(reqID, code, err.Error())
+			return
+		}
+	}
 	// The channel's manager may be a peer: the control plane answers off
 	// the loop (a loop never waits for the network) or inline, and the
 	// SUBSCRIBE continues here. The subscription id is taken now, so that
 	// the frames that follow on the connection see it.
 	sb.Channel = append([]byte(nil), sb.Channel...) // may outlive gnet's buffer
-	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true, pflags: pflags}
+	su := &sub{c: c, id: sb.SubID, lc: lc, pending: true, pflags: pflags, sf: sf}
 	c.subs[sb.SubID] = su
 	lc.pendingSubs++
 	srv.plane.info(lc, true, func(info role.ChannelInfo, _ bool, err error) {
 		lc.pendingSubs--
 		if c.closed || c.closing || c.subs[su.id] != su {
+			su.dropFilter()
 			return
 		}
 		su.pending = false
@@ -106,6 +117,7 @@ func (l *loop) subscribe(c *conn, reqID uint32, flags wire.Flags, sb wire.Subscr
 			// below the channel's first had expired. The client retries
 			// (the SDK does for a resubscribe).
 			delete(c.subs, su.id)
+			su.dropFilter()
 			c.sendError(reqID, wire.CodeUnavailable, fmt.Sprintf("channel %q: lookup failed: %v", sb.Channel, err))
 			if su.cancel {
 				l.unsubscribe(c, su.cancelReq, su.id) // UNKNOWN_SUBSCRIPTION: it never began
@@ -144,9 +156,16 @@ func (l *loop) subscribeWith(c *conn, reqID uint32, sb wire.Subscribe, lc *loopC
 		c.sendGap(sb.SubID, start, first-1, reason)
 	}
 	c.subs[sb.SubID] = su
+	if su.sf != nil {
+		lc.joinGroup(su, su.sf)
+		su.sf = nil
+	}
 	lc.addSub(su, first)
 	l.presenceAdded(c, lc, su)
-	if first != lc.live.pos {
+	switch {
+	case su.fg != nil && first < lc.live.pos:
+		lc.deliverGroups()
+	case su.fg == nil && first != lc.live.pos:
 		lc.deliverCatchup()
 	}
 }

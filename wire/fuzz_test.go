@@ -310,4 +310,12 @@ func checkDecoders(t *testing.T, h wire.Header, body []byte) {
 	check("REFRESH", err, wire.AppendRefresh(nil, 0, tok), false)
 	au, err := wire.DecodeAuthed(body)
 	check("AUTHED", err, wire.AppendAuthed(nil, 0, au), false)
+	fs, flt, err := wire.DecodeSubscribeFilter(body)
+	check("SUBSCRIBE+FILTER", err, wire.AppendSubscribeFilter(nil, 0, fs, string(flt)), false)
+	_, entries, err := wire.DecodeFData(body)
+	var frecs []wire.FRecord
+	for pos, b, ext, rest, ok := wire.NextFEntry(entries); ok; pos, b, ext, rest, ok = wire.NextFEntry(rest) {
+		frecs = append(frecs, wire.FRecord{Pos: pos, Body: b, Ext: ext})
+	}
+	check("FDATA", err, wire.AppendFData(nil, 0, frecs), false)
 }

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// BenchmarkFilteredBesideUnfiltered measures an unfiltered subscriber's
+// delivery rate with and without a filtered subscriber of the same
+// channel in the same run: filter=none (the unfiltered one alone),
+// filter=header (plus one whose filter reads a header) and filter=payload
+// (plus one whose filter decodes the JSON payload). The messages are
+// extended records (header type, a 128-byte JSON payload), one in three
+// matching; the publisher writes them without acks in batches of 64. The
+// unfiltered subscriber's delivered/s of the three should be within
+// noise of each other (BENCHMARKS.md, "Filters"): delivered/s is
+// measured to the moment the unfiltered subscriber has every message,
+// whenever the filtered one finishes; filtered/s is the filtered
+// subscriber's matches per second to its own end.
+func BenchmarkFilteredBesideUnfiltered(b *testing.B) {
+	for _, tc := range []struct{ name, expr string }{
+		{"none", ""},
+		{"header", `headers.type == "t"`},
+		{"payload", `headers.type == "t" && payload.price > 100`},
+	} {
+		b.Run("filter="+tc.name, func(b *testing.B) {
+			s := startTest(b, nil)
+			const ch = "fbench"
+			// Message i: type t when i%3 == 0 (and price 101), else q.
+			bodies := make([][]byte, 3)
+			for i := range bodies {
+				typ, price := "q", 99
+				if i == 0 {
+					typ, price = "t", 101
+				}
+				payload := fmt.Sprintf(`{"sym":"EURUSD","price":%d,"qty":10,"side":"buy","venue":"XLON","pad":"%s"}`, price, "0123456789abcdef012345678901234567")
+				bodies[i] = wire.AppendExt(nil, nil, []wire.HeaderField{{Key: "type", Value: typ}}, []byte(payload))
+			}
+			var ready, done, fdone sync.WaitGroup
+			var got, fgot atomic.Int64
+			ready.Add(1)
+			done.Add(1)
+			benchSubscriber(b, s.Addr(), ch, b.N+1, &ready, &done, &got)
+			if tc.expr != "" {
+				ready.Add(1)
+				fdone.Add(1)
+				filteredBenchSubscriber(b, s.Addr(), ch, tc.expr, uint64(b.N), &ready, &fdone, &fgot)
+			}
+			ready.Wait()
+			pub, _ := helloFeat(b, s.Addr(), wire.FeatureHeaders)
+			_ = pub.nc.SetDeadline(time.Time{})
+			acked := make(chan struct{})
+			go func() {
+				for {
+					h, _, err := pub.r.Next()
+					if err != nil || h.Type == wire.TypePubAck {
+						close(acked)
+						return
+					}
+				}
+			}()
+			b.SetBytes(int64(len(bodies[1])))
+			b.ResetTimer()
+			start := time.Now()
+			var buf []byte
+			for i := 0; i < b.N; {
+				buf = buf[:0]
+				for k := 0; k < 64 && i < b.N; k++ {
+					buf = appendPublishBody(buf, 0, 0, ch, bodies[i%3])
+					i++
+				}
+				if _, err := pub.nc.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The last one matches, so the filtered subscriber sees the end.
+			if _, err := pub.nc.Write(appendPublishBody(nil, 1, wire.FlagAck, ch, bodies[0])); err != nil {
+				b.Fatal(err)
+			}
+			<-acked
+			done.Wait()
+			unfiltered := time.Since(start)
+			fdone.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(got.Load())/unfiltered.Seconds(), "delivered/s")
+			if tc.expr != "" {
+				b.ReportMetric(float64(fgot.Load())/b.Elapsed().Seconds(), "filtered/s")
+			}
+		})
+	}
+}
+
+// appendPublishBody appends a PUBLISH whose body after the channel is an
+// extended record body.
+func appendPublishBody(dst []byte, id uint32, flags wire.Flags, ch string, ext []byte) []byte {
+	return wire.AppendPublish(dst, id, flags|wire.FlagExt, ch, ext)
+}
+
+// filteredBenchSubscriber subscribes with expr and counts FDATA entries
+// until one at a position of at least the channel's position of message
+// last (positions start at the SUBSCRIBED's next).
+func filteredBenchSubscriber(b *testing.B, addr, ch, expr string, last uint64, ready, done *sync.WaitGroup, got *atomic.Int64) {
+	c, _ := helloFeat(b, addr, filterFeatures)
+	sb := c.subscribeFiltered(1, ch, wire.StartLive, 0, expr)
+	end := sb.Next + last
+	ready.Done()
+	go func() {
+		defer done.Done()
+		for {
+			_ = c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+			h, body, err := c.r.Next()
+			if err != nil {
+				b.Logf("filtered subscriber: %v", err)
+				return
+			}
+			if h.Type != wire.TypeFData {
+				continue
+			}
+			n, entries, err := wire.DecodeFData(body)
+			if err != nil {
+				b.Logf("filtered subscriber: %v", err)
+				return
+			}
+			got.Add(int64(n))
+			var pos uint64
+			for p, _, _, rest, ok := wire.NextFEntry(entries); ok; p, _, _, rest, ok = wire.NextFEntry(rest) {
+				pos, entries = p, rest
+			}
+			if pos >= end {
+				return
+			}
+		}
+	}()
+}
