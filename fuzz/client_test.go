@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,10 +41,15 @@ type outCheck struct {
 
 	answers []answer // in arrival order
 	acked   map[uint32]bool
+	// filtered holds the subscription ids the driver subscribed with a
+	// filter (it marks them before writing): their FDATA entries and GAPs
+	// may leave holes, only increasing positions are required.
+	filtered *sync.Map
+	fdata    int // FDATA frames seen
 }
 
 func newOutCheck() outCheck {
-	return outCheck{next: map[uint32]uint64{}, fresh: map[uint32]bool{}, acked: map[uint32]bool{}}
+	return outCheck{next: map[uint32]uint64{}, fresh: map[uint32]bool{}, acked: map[uint32]bool{}, filtered: new(sync.Map)}
 }
 
 func (oc *outCheck) frame(h wire.Header, body []byte) error {
@@ -69,7 +75,7 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		if w.Version != wire.Version1 || w.MaxPayload != maxPayload || w.MaxBody != serverMaxBody || w.MaxSubs != maxSubs {
 			return fmt.Errorf("WELCOME %+v does not announce the server's limits", w)
 		}
-		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2|wire.FeatureRefresh|wire.FeaturePresence) != 0 {
+		if w.Features&^(wire.FeatureHeaders|wire.FeatureS2|wire.FeatureRefresh|wire.FeaturePresence|wire.FeatureFilters) != 0 {
 			return fmt.Errorf("WELCOME accepts features %#x that no v1 server has", w.Features)
 		}
 		oc.features = w.Features
@@ -153,6 +159,8 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		case oc.fresh[h.ID] && g.To+1 == want:
 			// The requested start is no longer retained: the gap ends
 			// right before SUBSCRIBED's first position.
+		case oc.mayFilter(h.ID) && g.From > want:
+			oc.next[h.ID] = g.To + 1 // after a hole of messages that did not match
 		case g.From != want:
 			return fmt.Errorf("GAP %+v for subscription %d, want it to start at %d", g, h.ID, want)
 		default:
@@ -160,15 +168,21 @@ func (oc *outCheck) frame(h wire.Header, body []byte) error {
 		}
 		oc.fresh[h.ID] = false
 	case wire.TypeAuthed:
-		// Right after WELCOME when REFRESH was negotiated; this server
-		// runs without authentication, so nothing expires.
+		// Right after WELCOME when REFRESH was negotiated, and answering
+		// every REFRESH; this server runs without authentication, so
+		// nothing expires.
 		a, err := wire.DecodeAuthed(body)
 		if err != nil {
 			return err
 		}
-		if oc.features&wire.FeatureRefresh == 0 || oc.frames != 2 || a.ExpiresIn != 0 || a.ClientID != "" {
+		if oc.features&wire.FeatureRefresh == 0 || a.ExpiresIn != 0 || a.ClientID != "" {
 			return fmt.Errorf("AUTHED %+v as frame %d with features %#x", a, oc.frames, uint32(oc.features))
 		}
+		if oc.frames > 2 {
+			oc.answers = append(oc.answers, answer{typ: wire.TypeAuthed, id: h.ID})
+		}
+	case wire.TypeFData:
+		return oc.fdataFrame(h, body)
 	case wire.TypePresenceState, wire.TypePresenceEvent, wire.TypeOccupancy:
 		return oc.presence(h, body)
 	case wire.TypePing, wire.TypePong:
@@ -229,6 +243,45 @@ func (oc *outCheck) presence(h wire.Header, body []byte) error {
 		return fmt.Errorf("%v for subscription %d, which is not active", h.Type, h.ID)
 	}
 	oc.presFrames++
+	return nil
+}
+
+// mayFilter reports whether subscription sub may be a filtered one.
+func (oc *outCheck) mayFilter(sub uint32) bool {
+	_, ok := oc.filtered.Load(sub)
+	return ok
+}
+
+// fdataFrame checks an FDATA: only with FeatureFilters, for an active
+// subscription that may be filtered, entries beyond what the
+// subscription's frames covered so far, records as in DATA.
+func (oc *outCheck) fdataFrame(h wire.Header, body []byte) error {
+	if oc.features&wire.FeatureFilters == 0 {
+		return fmt.Errorf("FDATA without FeatureFilters")
+	}
+	_, entries, err := wire.DecodeFData(body)
+	if err != nil {
+		return err
+	}
+	want, ok := oc.next[h.ID]
+	switch {
+	case !ok:
+		return fmt.Errorf("FDATA for subscription %d, which is not active", h.ID)
+	case !oc.mayFilter(h.ID):
+		return fmt.Errorf("FDATA for subscription %d, which has no filter", h.ID)
+	}
+	for pos, rec, ext, rest, ok := wire.NextFEntry(entries); ok; pos, rec, ext, rest, ok = wire.NextFEntry(rest) {
+		if pos < want {
+			return fmt.Errorf("FDATA for subscription %d at %d, want at least %d", h.ID, pos, want)
+		}
+		if err := oc.records(wire.AppendRecordExt(nil, rec, ext)); err != nil {
+			return fmt.Errorf("FDATA for subscription %d at %d: %w", h.ID, pos, err)
+		}
+		want = pos + 1
+	}
+	oc.next[h.ID] = want
+	oc.fresh[h.ID] = false
+	oc.fdata++
 	return nil
 }
 

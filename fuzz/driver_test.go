@@ -30,12 +30,15 @@ const (
 	opBurst             // 1..48 small PUBLISHes to one channel
 	opPublishExt        // a PUBLISH with EXT: message id and headers (maybe invalid), maybe COMPRESSED
 	opPresence          // a PRESENCE query: flags, channel
+	opSubFilter         // a SUBSCRIBE with FILTER and an expression (valid or not)
+	opRefresh           // a REFRESH with a token of 0..4,200 bytes
 	numOps
 )
 
 // opNames names the operations in failure reports.
 var opNames = [numOps]string{"hello", "publish", "subscribe", "unsubscribe", "ping", "pong", "raw",
-	"truncated", "huge", "mutated", "reopen", "switch", "split", "anytype", "halfclose", "burst", "publishext", "presence"}
+	"truncated", "huge", "mutated", "reopen", "switch", "split", "anytype", "halfclose", "burst", "publishext", "presence",
+	"subfilter", "refresh"}
 
 // Bounds that keep one input fast (milliseconds).
 const (
@@ -334,6 +337,9 @@ func (d *driver) action(s *src) {
 	case opAnyType:
 		t, fl, id := wire.Type(s.u8()), wire.Flags(s.u8()), s.u32()
 		body := s.n(int(s.u8() % 64))
+		if sb, _, err := wire.DecodeSubscribeFilter(body); err == nil && t == wire.TypeSubscribe && fl&wire.FlagFilter != 0 {
+			d.markFiltered(sb.SubID)
+		}
 		d.write(append(wire.AppendHeader(nil, t, fl, id, len(body)), body...))
 	case opHalfClose:
 		if fc := d.conn(); fc != nil {
@@ -352,5 +358,37 @@ func (d *driver) action(s *src) {
 		d.write(s.publishExt())
 	case opPresence:
 		d.write(s.presence())
+	case opSubFilter:
+		f, sub := s.subscribeFilter()
+		d.markFiltered(sub)
+		d.write(f)
+	case opRefresh:
+		tok := make([]byte, 1+int(s.u16())%4200) // over 4,096 is refused only with auth on
+		d.write(wire.AppendRefresh(nil, s.id(), tok))
 	}
+}
+
+// markFiltered tells the current connection's reader, before the frame
+// goes out, that subscription sub may be a filtered one: its FDATA and
+// GAPs leave holes between positions (PROTOCOL.md 2.17).
+func (d *driver) markFiltered(sub uint32) {
+	if fc := d.conn(); fc != nil {
+		fc.oc.filtered.Store(sub, true)
+	}
+}
+
+// filters are the expressions opSubFilter picks: valid ones that select
+// some of the fuzzer's messages, and ones the server must refuse.
+var filters = [...]string{
+	`payload == null`, `size(payload) > 1`, `"k" in headers`, `true`,
+	`headers.k == "v" || payload.x > 1`, `payload.a.exists(x, x > 2)`,
+	`payload +`, `1 + 2`, `nosuch == 1`, "\xff",
+}
+
+// subscribeFilter is a SUBSCRIBE with FILTER of a shared subscription
+// id, channel and start, with one of filters; it returns the subID too.
+func (s *src) subscribeFilter() ([]byte, uint32) {
+	id := s.id()
+	sb := wire.Subscribe{SubID: uint32(s.u8() % 12), Start: wire.StartKind(s.u8() % 5), Arg: s.arg(), Channel: []byte(s.channel())}
+	return wire.AppendSubscribeFilter(nil, id, sb, filters[int(s.u8())%len(filters)]), sb.SubID
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluice-rtm/sluice/internal/filter"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -134,7 +135,7 @@ func (m *model) judge(h wire.Header, body []byte) {
 			return
 		}
 		m.hello = true
-		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh | wire.FeaturePresence)
+		m.features = hello.Features & (wire.FeatureHeaders | wire.FeatureS2 | wire.FeatureRefresh | wire.FeaturePresence | wire.FeatureFilters)
 		return
 	}
 	var err error
@@ -176,8 +177,20 @@ func (m *model) judge(h wire.Header, body []byte) {
 		}
 	case wire.TypeSubscribe:
 		var sb wire.Subscribe
-		if sb, err = wire.DecodeSubscribe(body); err == nil {
+		var flt []byte
+		switch {
+		case h.Flags&wire.FlagFilter == 0:
+			sb, err = wire.DecodeSubscribe(body)
+		case m.features&wire.FeatureFilters == 0: // 1.3: FILTER not negotiated is malformed
+			err = fmt.Errorf("SUBSCRIBE with FILTER without FeatureFilters")
+		default:
+			sb, flt, err = wire.DecodeSubscribeFilter(body)
+		}
+		if err == nil {
 			e := expectation{id: h.ID, what: fmt.Sprintf("SUBSCRIBE %d to %q", sb.SubID, sb.Channel), sub: sb.SubID}
+			if flt != nil && (len(flt) > wire.MaxFilterLen || !compiles(string(flt))) {
+				e.codes = append(e.codes, wire.CodeInvalidFilter)
+			}
 			if wire.ValidChannel(sb.Channel) != nil {
 				e.codes = append(e.codes, wire.CodeInvalidChannel)
 			}
@@ -230,6 +243,15 @@ func (m *model) judge(h wire.Header, body []byte) {
 		}
 	case wire.TypePong:
 		err = wire.DecodePong(body)
+	case wire.TypeRefresh:
+		if m.features&wire.FeatureRefresh == 0 {
+			m.fatal("REFRESH without FeatureRefresh", wire.CodeUnknownType)
+			return
+		}
+		if _, err = wire.DecodeRefresh(body); err == nil {
+			// Authentication is off: every REFRESH gets AUTHED (2.16).
+			m.expect = append(m.expect, expectation{id: h.ID, what: "REFRESH", ok: wire.TypeAuthed})
+		}
 	case wire.TypeHello:
 		m.fatal("second HELLO", wire.CodeHelloRequired)
 		return
@@ -329,4 +351,12 @@ func (m *model) checkAnswers(got []answer) error {
 		}
 	}
 	return nil
+}
+
+// compiles reports whether a filter expression compiles (the expression
+// language is internal/filter's business, tested there; the model only
+// needs its verdict).
+func compiles(src string) bool {
+	_, err := filter.Compile(src)
+	return err == nil
 }

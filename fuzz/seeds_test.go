@@ -105,6 +105,16 @@ func (s script) presence(id uint32, f wire.Flags, ch string) script {
 	return s.channel(ch)
 }
 
+// subFilter: id, subID, start kind, arg (< 200), channel, filter index.
+func (s script) subFilter(id uint32, subID byte, start wire.StartKind, arg byte, ch string, filterIdx byte) script {
+	s = s.op(opSubFilter).u32(id)
+	s = append(s, subID, byte(start), arg)
+	return append(s.channel(ch), filterIdx)
+}
+
+// refresh: id, token length - 1.
+func (s script) refresh(id uint32, tokenLen uint16) script { return s.op(opRefresh).u32(id).u16(tokenLen - 1) }
+
 func (s script) unsubscribe(id uint32, subID byte) script {
 	return append(s.op(opUnsub).u32(id), subID)
 }
@@ -237,6 +247,15 @@ func seeds(tb testing.TB) []seed {
 		{"malformed-before-hello", script(nil).ping(1), wire.CodeHelloRequired},
 		{"malformed-version", script(nil).hello(1, 128|2<<2|2, 0), wire.CodeUnsupportedVersion},
 		{"refuse-token-too-long", script(nil).hello(1, 0, wire.MaxTokenLen+1), wire.CodeUnauthenticated},
+		{"filter-live-and-history", script(nil).helloF(1, wire.FeatureFilters|wire.FeatureHeaders).
+			subFilter(2, 1, wire.StartLive, 0, "fz.a", 0).subFilter(3, 2, wire.StartEarliest, 0, "fz.a", 2).
+			subFilter(4, 3, wire.StartLive, 0, "fz.a", 3).publish(5, wire.FlagAck, "fz.a", 3).
+			publishExt(6, wire.FlagAck, "fz.a", 255, []hdr{{"k", "v"}}, false, 3).unsubscribe(7, 1), 0},
+		{"refuse-invalid-filter", script(nil).helloF(1, wire.FeatureFilters).subFilter(2, 1, wire.StartLive, 0, "fz.a", 6).
+			subFilter(3, 2, wire.StartLive, 0, "fz.a", 9).ping(4), 0},
+		{"malformed-filter-not-negotiated", script(nil).helloF(1, wire.FeatureHeaders).subFilter(2, 1, wire.StartLive, 0, "fz.a", 0), wire.CodeProtocolError},
+		{"refresh-without-auth", script(nil).helloF(1, wire.FeatureRefresh).refresh(2, 11).refresh(3, 5000).ping(4), 0},
+		{"malformed-refresh-not-negotiated", script(nil).helloF(1, wire.FeatureHeaders).refresh(2, 11), wire.CodeUnknownType},
 		{"malformed-second-hello", hello.hello(2, 0, 0), wire.CodeHelloRequired},
 		{"malformed-huge-length", hello.huge(wire.TypePublish, 0xFFFFFFFF), wire.CodeFrameTooLarge},
 		{"malformed-huge-before-hello", script(nil).huge(wire.TypeHello, serverMaxBody+1), wire.CodeFrameTooLarge},
