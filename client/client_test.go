@@ -17,7 +17,7 @@ func TestHandshake(t *testing.T) {
 	w.Nodes = []string{"127.0.0.1:1", f.addr()}
 	c, fc := connect(t, f, w, WithName("tester"), WithToken([]byte("secret")))
 	if fc.hello.MinVersion != wire.Version1 || fc.hello.MaxVersion != wire.Version1 ||
-		fc.hello.Name != "tester" || string(fc.hello.Token) != "secret" || fc.hello.Features != wire.FeatureHeaders|wire.FeatureRefresh|wire.FeaturePresence {
+		fc.hello.Name != "tester" || string(fc.hello.Token) != "secret" || fc.hello.Features != wire.FeatureHeaders|wire.FeatureRefresh|wire.FeaturePresence|wire.FeatureFilters {
 		t.Fatalf("HELLO %+v", fc.hello)
 	}
 	got, ok := c.Welcome()

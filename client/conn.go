@@ -170,7 +170,7 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 // ignores the presence SubOptions and refuses queries
 // (ErrPresenceUnsupported).
 func (c *Conn) features() wire.Features {
-	f := wire.FeatureHeaders | wire.FeatureRefresh | wire.FeaturePresence
+	f := wire.FeatureHeaders | wire.FeatureRefresh | wire.FeaturePresence | wire.FeatureFilters
 	if c.opts.compressMin > 0 {
 		f |= wire.FeatureS2
 	}

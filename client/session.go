@@ -487,6 +487,8 @@ func (s *session) dispatch(h wire.Header, body []byte) error {
 		return s.onError(h.ID, e)
 	case wire.TypeAuthed:
 		return s.onAuthed(h, body)
+	case wire.TypeFData:
+		return s.onFData(h, body)
 	case wire.TypeGoAway:
 		g, err := wire.DecodeGoAway(body)
 		if err != nil {

@@ -145,6 +145,9 @@ type Subscription struct {
 	arg   uint64
 	// pflags are the presence flags of its SUBSCRIBEs (presence.go).
 	pflags wire.Flags
+	// filter is the WithFilter expression (nil: none); the server then
+	// sends FDATA, whose holes are not gaps (filter.go).
+	filter []byte
 
 	stop  chan struct{} // closed by terminate
 	ready chan struct{} // closed by the first SUBSCRIBED or by terminate
@@ -210,7 +213,7 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 		}
 	}
 	sub := &Subscription{
-		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg, fn: fn, pflags: so.pflags,
+		c: c, channel: channel, chanB: []byte(channel), start: so.start, arg: so.arg, fn: fn, pflags: so.pflags, filter: so.filter,
 		stop:  make(chan struct{}),
 		ready: make(chan struct{}),
 	}
@@ -227,6 +230,10 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 			return nil, err
 		}
 		if s := c.cur.Load(); s != nil {
+			if sub.filter != nil && s.welcome.Features&wire.FeatureFilters == 0 {
+				c.mu.Unlock()
+				return nil, fmt.Errorf("%w (server %s)", ErrFiltersUnsupported, s.welcome.ServerName)
+			}
 			for {
 				c.nextSubID++
 				if _, used := c.subs[c.nextSubID]; c.nextSubID != 0 && !used {
@@ -273,7 +280,7 @@ func (c *Conn) sendSubscribe(s *session, sub *Subscription) {
 		want = arg
 	}
 	id := c.nextReq()
-	frame := wire.AppendSubscribeFlags(nil, id, sub.pflags, wire.Subscribe{
+	frame := sub.appendSubscribe(id, wire.Subscribe{
 		SubID: sub.id, Start: kind, Arg: arg, Epoch: epoch, Channel: sub.chanB,
 	})
 	s.control(id, reqEntry{sub: sub, want: want}, frame)
@@ -621,7 +628,7 @@ func (sub *Subscription) onGap(s *session, g wire.Gap) {
 		if g.To < cur {
 			return
 		}
-		if g.From > cur {
+		if g.From > cur && sub.filter == nil { // a filtered subscription's holes are no gaps
 			if !sub.emitGap(s, wire.Gap{From: cur, To: g.From - 1, Reason: wire.GapLost}) {
 				return
 			}

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluice-rtm/sluice/client"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -314,5 +317,45 @@ func TestFilterFramesWithinBodyLimit(t *testing.T) {
 	}
 	if n != len(batch) || frames < 4 {
 		t.Fatalf("%d messages in %d frames", n, frames)
+	}
+}
+
+// TestFilterSDKResumesAfterCut: the Go SDK's filtered subscription loses
+// its connection right after its first FDATA, reconnects on its own and
+// resumes after the last message delivered: every match exactly once, in
+// order, at its channel position, and no gap event for the holes.
+func TestFilterSDKResumesAfterCut(t *testing.T) {
+	s := startTest(t, func(o *Options) { o.LimitMsgs = 5 })
+	px := newCutProxyAfter(t, s.Addr(), wire.TypeFData)
+	ctx := t.Context()
+	cl, err := client.Dial(ctx, px.ln.Addr().String(), client.WithBackoff(time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sub, err := cl.Subscribe(ctx, "sdkf", client.WithFilter(`headers.type == "t" && payload.n > 1`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := helloFeat(t, s.Addr(), wire.FeatureHeaders)
+	pos := publishTyped(t, pub, "sdkf", 0, 40)
+	want := matching(pos, 0, 1)
+	rctx, cancel := context.WithTimeout(ctx, waitFor)
+	defer cancel()
+	for i, w := range want {
+		ev, err := sub.Next(rctx)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if ev.Kind != client.KindMessage || ev.Position != w || string(ev.Payload) != fmt.Sprintf(`{"n":%d}`, 6+3*i-3) ||
+			len(ev.Headers) != 1 || ev.Headers[0].Value != "t" {
+			t.Fatalf("event %d: %+v, want the message at %d", i, ev, w)
+		}
+	}
+	if px.cuts.Load() < 1 {
+		t.Fatal("the connection was not cut")
+	}
+	if sub.Filter() == "" {
+		t.Fatal("Filter() is empty")
 	}
 }

@@ -22,30 +22,36 @@ type filterJob struct {
 
 // filterWorkers evaluate filters off the event loops (filter.go). Each
 // filter belongs to one worker, so a message is never evaluated twice.
-// The workers are goroutines owned by the server: started with it,
-// stopped by stop, which Shutdown calls before the loops stop.
+// The queues exist from the server's construction (a SUBSCRIBE may come
+// as soon as the loops run); the workers are goroutines owned by the
+// server, started with its ticker and stopped when the ticker stops.
 type filterWorkers struct {
 	jobs []chan filterJob
-	next int // round robin for new filters; under gateway use (acquireFilter holds gwFilters.mu)
+	next int // round robin for new filters; under mu
 	mu   sync.Mutex
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
-// startFilterWorkers starts half as many workers as the process may run
-// threads (at least one), each with room for queue jobs: a group has at
-// most one job out, so queue = MaxFilters x loops never fills.
-func (s *Server) startFilterWorkers(loops int) {
+// newFilterWorkers makes the queues of half as many workers as the
+// process may run threads (at least one): a group has at most one job
+// out, so a queue of maxFilters x loops / workers never fills.
+func newFilterWorkers(maxFilters, loops int) *filterWorkers {
 	n := max(1, runtime.GOMAXPROCS(0)/2)
-	per := max(16, s.opts.MaxFilters*loops/n+16)
+	per := max(16, maxFilters*loops/n+16)
 	fw := &filterWorkers{stop: make(chan struct{})}
 	for range n {
-		ch := make(chan filterJob, per)
-		fw.jobs = append(fw.jobs, ch)
+		fw.jobs = append(fw.jobs, make(chan filterJob, per))
+	}
+	return fw
+}
+
+// start starts the workers.
+func (fw *filterWorkers) start(s *Server) {
+	for _, ch := range fw.jobs {
 		fw.wg.Add(1)
 		s.owned.Go(func() { s.filterWorker(ch, fw.stop) }, fw.wg.Done)
 	}
-	s.fworkers = fw
 }
 
 // assign picks the worker of a new filter.

@@ -344,14 +344,21 @@ type cutProxy struct {
 	ln   net.Listener
 	cuts atomic.Int32
 	wg   sync.WaitGroup
+	// cutAfter, when set, is the type of frame after which the first cut
+	// happens (the frame is forwarded first) instead of the PUBACK.
+	cutAfter wire.Type
 }
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+func newCutProxy(t *testing.T, target string) *cutProxy { return newCutProxyAfter(t, target, 0) }
+
+// newCutProxyAfter is a cutProxy that cuts after the first frame of type
+// after (0: at the first PUBACK).
+func newCutProxyAfter(t *testing.T, target string, after wire.Type) *cutProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln}
+	p := &cutProxy{ln: ln, cutAfter: after}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -384,11 +391,14 @@ func (p *cutProxy) back(cc, sc net.Conn) {
 		if err != nil {
 			return
 		}
-		if h.Type == wire.TypePubAck && p.cuts.Add(1) == 1 {
+		if p.cutAfter == 0 && h.Type == wire.TypePubAck && p.cuts.Add(1) == 1 {
 			return // the acknowledgement is lost with the connection
 		}
 		frame := append(wire.AppendHeader(nil, h.Type, h.Flags, h.ID, len(body)), body...)
 		if _, err := cc.Write(frame); err != nil {
+			return
+		}
+		if p.cutAfter != 0 && h.Type == p.cutAfter && p.cuts.Add(1) == 1 {
 			return
 		}
 	}

@@ -175,6 +175,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("engine: write watch: %w", err)
 	}
 	s.ww = ww
+	s.fworkers = newFilterWorkers(s.opts.MaxFilters, opts.Loops) // before any connection can subscribe
 	h := &handler{srv: s}
 	s.owned.Go(func() {
 		err := gnet.Run(h, "tcp://"+opts.Listen, append([]gnet.Option{
@@ -214,8 +215,8 @@ func Start(opts Options) (*Server, error) {
 		<-s.done
 		return nil, err
 	}
+	s.fworkers.start(s)
 	s.owned.Go(s.ticker, func() { close(s.tickDone) })
-	s.startFilterWorkers(opts.Loops)
 	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
 	if s.plainLinks && opts.Cluster != nil {
 		s.log.Warn("benchmark switch benchhook.SetPlainNodeLinks is on: node links are authenticated but NOT encrypted or integrity-protected")
@@ -311,6 +312,7 @@ func (s *Server) ticker() {
 	for {
 		select {
 		case <-s.tickStop:
+			s.fworkers.stopAll() // their lifetime ends with the ticker's
 			return
 		case <-rt.C:
 			s.retentionSweep()
@@ -360,8 +362,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopTLSAccept()
 	s.stopWSAccept()
 	close(s.tickStop)
-	<-s.tickDone
-	s.fworkers.stopAll()
+	<-s.tickDone // the filter workers stopped too
 	s.plane.shutdown()
 	s.closePresence()
 	ls := s.loopList()

@@ -24,7 +24,11 @@ POSITION, a tab, then the payload's bytes as they are (hex-encoded with
 the channel (it was dropped after idling and used again, or a single server
 restarted: a new epoch, positions counting from 1 again) prints "epoch
 EPOCH from 1" there, then "gap 1-N lost" if its first messages are gone,
-then its messages. The start is one of --from, --last or --since
+then its messages. With --filter EXPR only the messages for which the
+CEL expression is true are printed, at their channel positions (for
+example --filter 'headers.type == "trade" && payload.price > 100';
+docs/filters.md); --count then counts those. The start is one of --from,
+--last or --since
 (default: --from live). With --count N it exits 0 after N messages;
 otherwise it runs until interrupted (SIGINT: exit 0). If the connection
 drops it reconnects and resumes after the last message printed. Exit
@@ -48,6 +52,7 @@ type subConfig struct {
 	count   int
 	hex     bool
 	headers bool
+	filter  string
 	timeout time.Duration
 	conn    connFlags
 }
@@ -64,6 +69,7 @@ func parseSub(fs *flag.FlagSet, args []string) (subConfig, error) {
 	fs.IntVar(&cfg.count, "count", 0, "exit after `N` messages (0 = run until interrupted)")
 	fs.BoolVar(&cfg.hex, "hex", false, "print payloads hex-encoded")
 	fs.BoolVar(&cfg.headers, "headers", false, "print each message's id and headers after it (format above)")
+	fs.StringVar(&cfg.filter, "filter", "", "only the messages for which the CEL `EXPR` over headers and payload is true (docs/filters.md)")
 	fs.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "how long connecting and subscribing may take, `DUR`")
 	cfg.conn.bind(fs)
 	pos, err := parseInterspersed(fs, args)
@@ -115,7 +121,7 @@ func parseSub(fs *flag.FlagSet, args []string) (subConfig, error) {
 }
 
 func runSub(ctx context.Context, std stdio, args []string) int {
-	fs := newFlagSet("sub", "[--server HOST:PORT] CHANNEL [--from live|earliest|POSITION] [--last N] [--since DUR] [--count N] [--hex] [--headers]", subDescription)
+	fs := newFlagSet("sub", "[--server HOST:PORT] CHANNEL [--from live|earliest|POSITION] [--last N] [--since DUR] [--filter EXPR] [--count N] [--hex] [--headers]", subDescription)
 	cfg, err := parseSub(fs, args)
 	if code, done := parseExit(fs, std, err); done {
 		return code
@@ -131,7 +137,11 @@ func runSub(ctx context.Context, std stdio, args []string) int {
 		return subFailed(ctx, std, err)
 	}
 	defer conn.Close()
-	sub, err := conn.Subscribe(dctx, cfg.channel, cfg.start)
+	sopts := []client.SubOption{cfg.start}
+	if cfg.filter != "" {
+		sopts = append(sopts, client.WithFilter(cfg.filter))
+	}
+	sub, err := conn.Subscribe(dctx, cfg.channel, sopts...)
 	if err != nil {
 		return subFailed(ctx, std, err)
 	}

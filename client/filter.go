@@ -1,0 +1,101 @@
+package client
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-rtm/sluice/wire"
+)
+
+// ErrFiltersUnsupported: a subscription with WithFilter was asked of a
+// server that does not offer server-side filters.
+var ErrFiltersUnsupported = errors.New("client: server does not offer filters")
+
+// WithFilter makes the subscription receive only the channel's messages
+// for which expr, a CEL expression over the message's headers and JSON
+// payload, is true (docs/filters.md, PROTOCOL.md 2.17), for example
+//
+//	headers.type == "trade" && payload.price > 100
+//
+// The server evaluates it. Messages keep their channel positions: a
+// filtered subscription's positions increase with holes where messages
+// did not match, and those holes are not gaps (Gap events still report
+// what will never come). It resumes after a reconnect from the position
+// after the last message delivered, with the same filter. An expression
+// the server cannot compile fails Subscribe with a *ServerError
+// (INVALID_FILTER).
+func WithFilter(expr string) SubOption {
+	return func(o *subOptions) error {
+		if expr == "" || len(expr) > wire.MaxFilterLen {
+			return fmt.Errorf("%w: filter of %d bytes (1..%d)", ErrInvalidOption, len(expr), wire.MaxFilterLen)
+		}
+		o.filter = []byte(expr)
+		return nil
+	}
+}
+
+// Filter returns the subscription's filter expression, "" for none.
+func (sub *Subscription) Filter() string { return string(sub.filter) }
+
+// appendSubscribe encodes sub's SUBSCRIBE: with its presence flags, and
+// its filter, if any.
+func (sub *Subscription) appendSubscribe(id uint32, sb wire.Subscribe) []byte {
+	if sub.filter == nil {
+		return wire.AppendSubscribeFlags(nil, id, sub.pflags, sb)
+	}
+	f := wire.AppendSubscribeFilter(nil, id, sb, string(sub.filter))
+	f[5] |= byte(sub.pflags) // the header's flags byte (PROTOCOL.md 1.1), FILTER set already
+	return f
+}
+
+// onFData handles FDATA: the matching messages of a filtered subscription.
+func (s *session) onFData(h wire.Header, body []byte) error {
+	if s.welcome.Features&wire.FeatureFilters == 0 {
+		return protocolErr("FDATA, but filters were not negotiated")
+	}
+	_, entries, err := wire.DecodeFData(body)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	if sub := s.sub(h.ID); sub != nil {
+		sub.onFData(s, entries)
+	}
+	return nil
+}
+
+// onFData queues the messages of an FDATA frame (copying the entries once)
+// or lends them to a SubscribeFunc callback. Positions already delivered
+// are dropped; holes between positions are messages that did not match.
+func (sub *Subscription) onFData(s *session, entries []byte) {
+	if sub.fn != nil {
+		sub.inFn.Store(true)
+		defer sub.inFn.Store(false)
+	}
+	cur := sub.cursor.Load()
+	blk := entries
+	if sub.fn == nil {
+		blk = bytes.Clone(entries) // payloads alias it below
+	}
+	for pos, body, ext, rest, ok := wire.NextFEntry(blk); ok; pos, body, ext, rest, ok = wire.NextFEntry(rest) {
+		if cur != 0 && pos < cur {
+			continue // duplicate of a delivered position
+		}
+		ev := Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: body}
+		if ext {
+			e, err := wire.ParseExt(body, wire.TypeData)
+			if err != nil {
+				return
+			}
+			ev.Payload, ev.MsgID = e.Payload, e.MsgID
+			if len(e.Headers) > 0 {
+				ev.Headers = wire.AppendHeaderFields(nil, e.Headers)
+			}
+		}
+		if !s.deliver(sub, ev) {
+			return
+		}
+		cur = pos + 1
+		sub.cursor.Store(cur)
+	}
+}
