@@ -28,8 +28,8 @@ then its messages. With --filter EXPR only the messages for which the
 CEL expression is true are printed, at their channel positions (for
 example --filter 'headers.type == "trade" && payload.price > 100';
 docs/filters.md); --count then counts those. The start is one of --from,
---last or --since
-(default: --from live). With --count N it exits 0 after N messages;
+--last or --since (default: --from live). With --count N it exits 0
+after N messages;
 otherwise it runs until interrupted (SIGINT: exit 0). If the connection
 drops it reconnects and resumes after the last message printed. Exit
 status 1 if the subscription fails, 2 for a bad command line. Flags may

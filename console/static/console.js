@@ -104,6 +104,7 @@ function start() {
       $("tail-position").value = pos;
       $("tail-position").hidden = false;
     } else if (q.get("start")) $("tail-start").value = q.get("start");
+    if (q.get("filter")) $("tail-filter").value = q.get("filter");
     tail();
   }
 }
@@ -309,8 +310,10 @@ async function tail() {
   app.tailing = mine;
   try {
     const start = startOption($("tail-start").value);
+    const filter = $("tail-filter").value.trim() || undefined;
     const sub = await c.subscribe(channel, {
       start,
+      filter,
       onEvent: (ev) => {
         if (app.tailing === mine) addRow(ev);
       },
@@ -325,7 +328,8 @@ async function tail() {
     $("tail-stop").disabled = false;
     const i = sub.info;
     const retained = i.earliest !== 0 && i.earliest < i.next ? `retained ${i.earliest}–${i.next - 1}` : "nothing retained";
-    $("tail-status").textContent = `tailing ${channel} from position ${i.first} (${retained}, epoch ${i.epoch})`;
+    const only = filter ? `, only where ${filter}` : "";
+    $("tail-status").textContent = `tailing ${channel} from position ${i.first}${only} (${retained}, epoch ${i.epoch})`;
     if ($("tail").tBodies[0].rows.length === 0) {
       const tr = $("tail").tBodies[0].insertRow();
       tr.className = "empty waiting";
@@ -334,7 +338,12 @@ async function tail() {
       td.textContent = "waiting for messages…";
     }
   } catch (e) {
-    const why = e instanceof InvalidChannelError ? e.message : e instanceof ServerError ? `refused: ${e.codeName}` : e.message;
+    const why =
+      e instanceof InvalidChannelError
+        ? e.message
+        : e instanceof ServerError
+          ? `refused: ${e.codeName}${e.codeName === "INVALID_FILTER" ? ": " + e.text : ""}`
+          : e.message;
     $("tail-status").textContent = why;
   }
 }

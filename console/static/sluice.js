@@ -10,17 +10,21 @@ var codec_exports = {};
 __export(codec_exports, {
   CODE_FORBIDDEN: () => CODE_FORBIDDEN,
   CODE_OUTCOME_UNKNOWN: () => CODE_OUTCOME_UNKNOWN,
+  CODE_TOKEN_EXPIRED: () => CODE_TOKEN_EXPIRED,
   CODE_UNAUTHENTICATED: () => CODE_UNAUTHENTICATED,
   CODE_UNKNOWN_SUBSCRIPTION: () => CODE_UNKNOWN_SUBSCRIPTION,
   DATA_PREFIX_LEN: () => DATA_PREFIX_LEN,
   EXT_HEADERS: () => EXT_HEADERS,
   EXT_MSGID: () => EXT_MSGID,
   ErrorCodes: () => ErrorCodes,
+  FEATURE_FILTERS: () => FEATURE_FILTERS,
   FEATURE_HEADERS: () => FEATURE_HEADERS,
+  FEATURE_REFRESH: () => FEATURE_REFRESH,
   FEATURE_S2: () => FEATURE_S2,
   FLAG_ACK: () => FLAG_ACK,
   FLAG_COMPRESSED: () => FLAG_COMPRESSED,
   FLAG_EXT: () => FLAG_EXT,
+  FLAG_FILTER: () => FLAG_FILTER,
   FLAG_RETRIABLE: () => FLAG_RETRIABLE,
   FrameType: () => FrameType,
   GapReason: () => GapReason,
@@ -107,7 +111,10 @@ var FrameType = {
   PONG: 11,
   ERROR: 12,
   GOAWAY: 13,
-  UNSUBSCRIBED: 14
+  UNSUBSCRIBED: 14,
+  REFRESH: 15,
+  AUTHED: 16,
+  FDATA: 17
 };
 var typeNames = Object.fromEntries(
   Object.entries(FrameType).map(([k, v]) => [v, k])
@@ -119,8 +126,11 @@ var FLAG_ACK = 1;
 var FLAG_EXT = 2;
 var FLAG_RETRIABLE = 1;
 var FLAG_COMPRESSED = 128;
+var FLAG_FILTER = 1;
 var FEATURE_S2 = 1 << 0;
 var FEATURE_HEADERS = 1 << 1;
+var FEATURE_REFRESH = 1 << 2;
+var FEATURE_FILTERS = 1 << 3;
 var RECORD_EXT = 2147483648;
 var EXT_MSGID = 1;
 var EXT_HEADERS = 2;
@@ -164,12 +174,15 @@ var ErrorCodes = {
   20: { name: "IDLE_TIMEOUT", fatal: true },
   21: { name: "INTERNAL", fatal: false },
   22: { name: "INVALID_HEADERS", fatal: false },
-  23: { name: "OUTCOME_UNKNOWN", fatal: false }
+  23: { name: "OUTCOME_UNKNOWN", fatal: false },
+  24: { name: "TOKEN_EXPIRED", fatal: true },
+  25: { name: "INVALID_FILTER", fatal: false }
 };
 var CODE_UNKNOWN_SUBSCRIPTION = 10;
 var CODE_UNAUTHENTICATED = 12;
 var CODE_FORBIDDEN = 13;
 var CODE_OUTCOME_UNKNOWN = 23;
+var CODE_TOKEN_EXPIRED = 24;
 function codeName(code) {
   return ErrorCodes[code]?.name ?? `Code(${code})`;
 }
@@ -617,9 +630,7 @@ function decodeHello(body) {
   const maxVersion = d.u16("maxVersion");
   const features = d.u32("features");
   const name = dec.decode(d.bytes(d.u8("nameLen"), "name"));
-  const tl = d.u16("tokenLen");
-  if (d.err === null && tl > MAX_TOKEN_LEN) d.fail(`token length ${tl} exceeds ${MAX_TOKEN_LEN}`);
-  const token = d.bytes(tl, "token");
+  const token = d.bytes(d.u16("tokenLen"), "token");
   d.check();
   return { minVersion, maxVersion, features, name, token };
 }
@@ -1155,6 +1166,119 @@ async function resolveWebSocket(given, maxMessage) {
   };
 }
 
+// src/features.ts
+var features_exports = {};
+__export(features_exports, {
+  MAX_FILTER_LEN: () => MAX_FILTER_LEN,
+  decodeAuthed: () => decodeAuthed,
+  decodeFData: () => decodeFData,
+  decodeRefresh: () => decodeRefresh,
+  decodeSubscribeFilter: () => decodeSubscribeFilter,
+  encodeAuthed: () => encodeAuthed,
+  encodeFData: () => encodeFData,
+  encodeRefresh: () => encodeRefresh,
+  encodeSubscribeFilter: () => encodeSubscribeFilter
+});
+var MAX_FILTER_LEN = 1024;
+function encodeRefresh(id, token) {
+  if (token.length < 1 || token.length > 65535) throw new RangeError(`REFRESH: token length ${token.length}`);
+  const w = frame(FrameType.REFRESH, 0, id, 2 + token.length);
+  w.u16(token.length);
+  w.bytes(token);
+  return w.buf;
+}
+function decodeRefresh(body) {
+  const d = new Reader(body, "REFRESH");
+  const n = d.u16("tokenLen");
+  if (d.err === null && n === 0) d.fail("empty token");
+  const token = d.bytes(n, "token");
+  d.exact();
+  d.check();
+  return token;
+}
+function encodeAuthed(id, a) {
+  const cid = utf8(a.clientId);
+  if (cid.length > 255) throw new RangeError(`AUTHED: client id of ${cid.length} bytes`);
+  const w = frame(FrameType.AUTHED, 0, id, 9 + cid.length);
+  w.u32(a.expiresInMs);
+  w.u32(a.graceMs);
+  w.u8(cid.length);
+  w.bytes(cid);
+  return w.buf;
+}
+var dec3 = new TextDecoder("utf-8", { fatal: false });
+function decodeAuthed(body) {
+  const d = new Reader(body, "AUTHED");
+  const expiresInMs = d.u32("expiresInMs");
+  const graceMs = d.u32("graceMs");
+  const clientId = dec3.decode(d.bytes(d.u8("clientIDLen"), "clientID"));
+  d.exact();
+  d.check();
+  return { expiresInMs, graceMs, clientId };
+}
+function encodeSubscribeFilter(id, s, filter) {
+  const f = utf8(filter);
+  if (f.length < 1 || f.length > 65535) throw new RangeError(`SUBSCRIBE: filter of ${f.length} bytes`);
+  const plain = encodeSubscribe(id, s);
+  const out = new Uint8Array(plain.length + 2 + f.length);
+  out.set(plain);
+  const v = new DataView(out.buffer);
+  v.setUint32(0, plain.length - 10 + 2 + f.length);
+  out[5] |= FLAG_FILTER;
+  v.setUint16(plain.length, f.length);
+  out.set(f, plain.length + 2);
+  return out;
+}
+function decodeSubscribeFilter(body) {
+  const cl = body.length >= 22 ? body[21] : 0;
+  const end = Math.min(body.length, 22 + cl);
+  const sub = decodeSubscribe(body.subarray(0, end));
+  const d = new Reader(body.subarray(end), "SUBSCRIBE");
+  const n = d.u16("filterLen");
+  if (d.err === null && n === 0) d.fail("empty filter");
+  const filter = dec3.decode(d.bytes(n, "filter"));
+  d.exact();
+  d.check();
+  return { sub, filter };
+}
+function decodeFData(body) {
+  const d = new Reader(body, "FDATA");
+  const count = d.u32("count");
+  if (d.err === null) {
+    if (count === 0) d.fail("entry count 0");
+    else if (count > Math.floor((body.length - 4) / 12)) d.fail(`entry count ${count} cannot fit in ${body.length - 4} bytes`);
+  }
+  d.check();
+  const out = new Array(count);
+  let prev = 0;
+  for (let i = 0; i < count; i++) {
+    const position = d.u64("position");
+    const word = d.u32("length");
+    const n = (word & ~RECORD_EXT) >>> 0;
+    const rb = d.bytes(n, "record");
+    d.check();
+    if (position <= prev) throw new MalformedFrameError(`FDATA: entry ${i}: position ${position} after ${prev}`);
+    prev = position;
+    const r = (word & RECORD_EXT) !== 0 ? decodeExt(rb, "FDATA") : { payload: rb, msgId: null, headers: NO_HEADERS };
+    out[i] = { ...r, position };
+  }
+  d.exact();
+  d.check();
+  return out;
+}
+function encodeFData(subID, recs) {
+  let n = 4;
+  for (const r of recs) n += 12 + r.body.length;
+  const w = frame(FrameType.FDATA, 0, subID, n);
+  w.u32(recs.length);
+  for (const r of recs) {
+    w.u64(r.position);
+    w.u32((r.body.length | (r.ext ? RECORD_EXT : 0)) >>> 0);
+    w.bytes(r.body);
+  }
+  return w.buf;
+}
+
 // src/client.ts
 var DEFAULT_NAME = "sluice-js";
 var DEFAULT_BACKOFF_MIN_MS = 100;
@@ -1168,7 +1292,7 @@ var HEALTHY_SESSION_MS = 1e3;
 var GOAWAY_GRACE_MS = 2e3;
 var NOACK_QUEUE_LIMIT = 1 << 20;
 var DRAIN_POLL_MS = 5;
-var OFFERED_FEATURES = FEATURE_HEADERS | FEATURE_PRESENCE;
+var OFFERED_FEATURES = FEATURE_HEADERS | FEATURE_REFRESH | FEATURE_FILTERS | FEATURE_PRESENCE;
 var MAX_AUTH_REFUSALS = 2;
 var State = { OPEN: 0, DRAINING: 1, CLOSED: 2 };
 function toBytes(p) {
@@ -1242,6 +1366,7 @@ function checkOptions(o) {
   if (!(maxBody >= MIN_MAX_BODY)) throw new InvalidOptionError(`sluice: maxBody ${maxBody} < ${MIN_MAX_BODY}`);
   return {
     token,
+    tokenProvider: o.tokenProvider,
     name,
     reconnect: o.reconnect ?? true,
     backoffMinMs,
@@ -1328,8 +1453,38 @@ var Client = class {
   }
   // -------------------------------------------------------------------------
   // Connecting
-  /** @internal Opens url and performs the handshake; resolves to a live session. */
-  dial(url) {
+  /** The id the server knows this client by (a JWT's sub), from its last AUTHED; "" when none. */
+  get clientId() {
+    return this._clientId;
+  }
+  /** How many REFRESHes the server accepted. */
+  get tokenRefreshes() {
+    return this._refreshes;
+  }
+  /** @internal */
+  _clientId = "";
+  /** @internal */
+  _refreshes = 0;
+  /** @internal The token for the next HELLO or REFRESH. */
+  async helloToken() {
+    if (!this.opts.tokenProvider) return this.opts.token;
+    const tok = toBytes(await this.opts.tokenProvider());
+    if (tok.length > MAX_TOKEN_LEN) {
+      throw new InvalidOptionError(`sluice: the token provider returned ${tok.length} bytes, at most ${MAX_TOKEN_LEN}`);
+    }
+    return tok;
+  }
+  /** @internal Gets the token, opens url and performs the handshake; resolves to a live session. */
+  async dial(url) {
+    let token;
+    try {
+      token = await this.helloToken();
+    } catch (e) {
+      throw new DisconnectedError(`token provider: ${e instanceof Error ? e.message : e}`, e);
+    }
+    return this.open(url, token);
+  }
+  open(url, token) {
     return new Promise((resolve, reject) => {
       let ws;
       try {
@@ -1365,7 +1520,7 @@ var Client = class {
             maxVersion: VERSION_1,
             features: OFFERED_FEATURES,
             name: this.opts.name,
-            token: this.opts.token
+            token
           })
         );
       };
@@ -1680,7 +1835,15 @@ var Client = class {
     const buffer = opts.buffer ?? DEFAULT_SUB_BUFFER;
     if (!Number.isInteger(buffer) || buffer < 1) throw new InvalidOptionError(`sluice: buffer ${buffer} < 1`);
     this.usable();
-    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, subscribeFlags(opts));
+    const filter = opts.filter;
+    if (filter !== void 0) {
+      const n = utf8(filter).length;
+      if (n < 1 || n > MAX_FILTER_LEN) throw new InvalidOptionError(`sluice: filter of ${n} bytes (1..${MAX_FILTER_LEN})`);
+      if (this.cur && (this.cur.welcome.features & FEATURE_FILTERS) === 0) {
+        throw new InvalidOptionError(`sluice: server ${this.cur.welcome.serverName} does not offer filters`);
+      }
+    }
+    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, subscribeFlags(opts), filter);
     this.subs.add(sub);
     if (this.cur) this.sendSubscribe(this.cur, sub);
     const signal = opts.signal;
@@ -1722,13 +1885,9 @@ var Client = class {
     sub.wireID = wireID;
     sub.sess = s;
     const id = this.nextReq();
-    s.control(id, { kind: "sub", sub, want, wireID }, withFlags(encodeSubscribe(id, {
-      subID: wireID,
-      start: kind,
-      arg,
-      epoch: sub.epoch,
-      channel: sub.channel
-    }), sub.pflags));
+    const sb = { subID: wireID, start: kind, arg, epoch: sub.epoch, channel: sub.channel };
+    const f = sub.filter !== void 0 ? encodeSubscribeFilter(id, sb, sub.filter) : encodeSubscribe(id, sb);
+    s.control(id, { kind: "sub", sub, want, wireID }, withFlags(f, f[5] | sub.pflags));
     s.subs.set(wireID, sub);
   }
   /**
@@ -1864,6 +2023,8 @@ var Session = class {
   pingsOut = 0;
   pingTimer = null;
   goawayTimer = null;
+  refreshTimer = null;
+  refreshID = 0;
   unsubWaiters = /* @__PURE__ */ new Set();
   /** Takes over the socket's events and starts pinging. */
   start() {
@@ -1955,6 +2116,7 @@ var Session = class {
     this.error = err;
     if (this.pingTimer) clearInterval(this.pingTimer);
     if (this.goawayTimer) clearTimeout(this.goawayTimer);
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;
     try {
       this.ws.close();
@@ -1989,6 +2151,15 @@ var Session = class {
         this.subs.get(h.id)?.onData(this, d.first, d.records);
         return;
       }
+      case FrameType.FDATA: {
+        if ((this.welcome.features & FEATURE_FILTERS) === 0) throw new ProtocolError("FDATA, but filters were not negotiated");
+        this.subs.get(h.id)?.onFData(decodeFData(body));
+        return;
+      }
+      case FrameType.AUTHED:
+        if ((this.welcome.features & FEATURE_REFRESH) === 0) throw new ProtocolError("AUTHED, but REFRESH was not negotiated");
+        this.onAuthed(h.id, decodeAuthed(body));
+        return;
       case FrameType.GAP: {
         const g = decodeGap(body);
         if (g.from === 0) throw new ProtocolError(`GAP ${g.from}-${g.to} from position 0, which no message has`);
@@ -2083,6 +2254,35 @@ var Session = class {
     const st = { occupancy: { subscribers: 0, publishers: 0, members: 0 }, members: [], partial: false };
     this.control(id, { kind: "presence", st, sync: sub }, encodePresence(id, sub.channel));
   }
+  /**
+   * Records the client id and, with a token provider, schedules the next
+   * REFRESH at a random point between 80% and 90% of the token's life.
+   */
+  onAuthed(id, a) {
+    this.c._clientId = a.clientId;
+    if (id !== 0 && id === this.refreshID) {
+      this.refreshID = 0;
+      this.c._refreshes++;
+    }
+    if (a.expiresInMs <= 0 || !this.c.opts.tokenProvider) return;
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    const at = a.expiresInMs * (0.8 + this.c.opts.random() / 10);
+    this.refreshTimer = setTimeout(() => void this.refresh(), at);
+  }
+  async refresh() {
+    this.refreshTimer = null;
+    let tok;
+    try {
+      tok = await this.c.helloToken();
+    } catch (e) {
+      this.c.opts.logger?.warn("sluice: token refresh failed; trying again", e.message);
+      if (!this.dead) this.refreshTimer = setTimeout(() => void this.refresh(), 5e3);
+      return;
+    }
+    if (this.dead) return;
+    this.refreshID = this.c.nextReq();
+    this.send(encodeRefresh(this.refreshID, tok));
+  }
   /** Routes an ERROR to the request it answers; id 0 or a fatal code ends the session. */
   onError(id, e) {
     const fatal = codeFatal(e.code);
@@ -2112,7 +2312,7 @@ var Session = class {
 };
 var Subscription = class {
   /** @internal */
-  constructor(c, channel, startKind, startArg, buffer, onEvent, onEnd, pflags = 0) {
+  constructor(c, channel, startKind, startArg, buffer, onEvent, onEnd, pflags = 0, filter) {
     this.c = c;
     this.channel = channel;
     this.startKind = startKind;
@@ -2121,6 +2321,7 @@ var Subscription = class {
     this.onEvent = onEvent;
     this.onEnd = onEnd;
     this.pflags = pflags;
+    this.filter = filter;
     this.ready = new Promise((r) => this.resolveReady = r);
   }
   c;
@@ -2131,6 +2332,7 @@ var Subscription = class {
   onEvent;
   onEnd;
   pflags;
+  filter;
   /** @internal */
   wireID = 0;
   /** @internal */
@@ -2382,12 +2584,28 @@ var Subscription = class {
       pos++;
     }
   }
+  /** @internal Delivers an FDATA frame's messages; duplicates dropped, holes are no gaps. */
+  onFData(recs) {
+    for (const r of recs) {
+      if (this.cursor !== 0 && r.position < this.cursor) continue;
+      const ev = {
+        kind: "message",
+        channel: this.channel,
+        position: r.position,
+        payload: r.payload.slice(),
+        msgId: r.msgId ? r.msgId.slice() : null,
+        headers: r.headers
+      };
+      if (!this.deliver(ev)) return;
+      this.cursor = r.position + 1;
+    }
+  }
   /** @internal Delivers a GAP, trimmed to the positions not yet delivered. */
   onGap(_s, g) {
     const cur = this.cursor;
     if (cur !== 0) {
       if (g.to < cur) return;
-      if (g.from > cur) {
+      if (g.from > cur && this.filter === void 0) {
         if (!this.emitGap({ from: cur, to: g.from - 1, reason: GapReason.LOST })) return;
       }
       if (g.from < cur) g = { ...g, from: cur };
@@ -2428,5 +2646,6 @@ export {
   UnsubscribedError,
   codec_exports as codec,
   connect,
+  features_exports as features,
   presence_exports as presence
 };

@@ -19,6 +19,7 @@ import {
 } from "./errors.js";
 import * as pres from "./presence.js";
 import { resolveWebSocket, SUBPROTOCOL, type WebSocketConstructor, type WebSocketLike } from "./ws.js";
+import * as feat from "./features.js";
 
 export const DEFAULT_NAME = "sluice-js";
 export const DEFAULT_BACKOFF_MIN_MS = 100;
@@ -38,10 +39,11 @@ const NOACK_QUEUE_LIMIT = 1 << 20;
 /** How often a publish waiting for the socket to drain looks again. */
 const DRAIN_POLL_MS = 5;
 /**
- * The features offered in HELLO: message ids and headers. (Not S2: a
- * browser has no S2 codec, and payloads then always travel as they are.)
+ * The features offered in HELLO: message ids and headers, credentials that
+ * expire (AUTHED, REFRESH) and filters. (Not S2: a browser has no S2
+ * codec, and payloads then always travel as they are.)
  */
-const OFFERED_FEATURES = codec.FEATURE_HEADERS | pres.FEATURE_PRESENCE;
+const OFFERED_FEATURES = codec.FEATURE_HEADERS | codec.FEATURE_REFRESH | codec.FEATURE_FILTERS | pres.FEATURE_PRESENCE;
 /** Handshakes in a row refused as UNAUTHENTICATED that end reconnecting. */
 const MAX_AUTH_REFUSALS = 2;
 
@@ -49,6 +51,15 @@ const MAX_AUTH_REFUSALS = 2;
 export interface ConnectOptions {
   /** Authentication token sent in HELLO (at most 4096 bytes). */
   token?: string | Uint8Array;
+  /**
+   * Gets the token instead of `token`: called before every connection
+   * attempt, and on an open connection when 80% to 90% of the token's
+   * lifetime (as the server announced it) has passed; the fresh token is
+   * sent in a REFRESH without interrupting anything (docs/auth.md). A
+   * provider that throws fails that connection attempt, or on refresh is
+   * asked again after a while.
+   */
+  tokenProvider?: () => Promise<string | Uint8Array> | string | Uint8Array;
   /** Client name sent in HELLO (at most 255 bytes); default "sluice-js". */
   name?: string;
   /**
@@ -140,6 +151,12 @@ export interface SubscribeOptions {
   presenceEvents?: boolean;
   /** Deliver the channel's counts ("occupancy" events): at once, then when they change. */
   occupancy?: boolean;
+  /**
+   * A CEL expression over the message's `headers` and JSON `payload`: only
+   * the messages for which it is true are delivered, at their channel
+   * positions (holes are not gaps). docs/filters.md.
+   */
+  filter?: string;
 }
 
 export interface PublishOptions {
@@ -337,6 +354,7 @@ export async function connect(urls: string | string[], opts: ConnectOptions = {}
 
 interface Opts {
   token: Uint8Array;
+  tokenProvider?: () => Promise<string | Uint8Array> | string | Uint8Array;
   name: string;
   reconnect: boolean;
   backoffMinMs: number;
@@ -372,6 +390,7 @@ function checkOptions(o: ConnectOptions): Opts {
   if (!(maxBody >= codec.MIN_MAX_BODY)) throw new InvalidOptionError(`sluice: maxBody ${maxBody} < ${codec.MIN_MAX_BODY}`);
   return {
     token,
+    tokenProvider: o.tokenProvider,
     name,
     reconnect: o.reconnect ?? true,
     backoffMinMs,
@@ -487,8 +506,41 @@ export class Client {
   // -------------------------------------------------------------------------
   // Connecting
 
-  /** @internal Opens url and performs the handshake; resolves to a live session. */
-  dial(url: string): Promise<Session> {
+  /** The id the server knows this client by (a JWT's sub), from its last AUTHED; "" when none. */
+  get clientId(): string {
+    return this._clientId;
+  }
+
+  /** How many REFRESHes the server accepted. */
+  get tokenRefreshes(): number {
+    return this._refreshes;
+  }
+
+  /** @internal */ _clientId = "";
+  /** @internal */ _refreshes = 0;
+
+  /** @internal The token for the next HELLO or REFRESH. */
+  async helloToken(): Promise<Uint8Array> {
+    if (!this.opts.tokenProvider) return this.opts.token;
+    const tok = toBytes(await this.opts.tokenProvider());
+    if (tok.length > codec.MAX_TOKEN_LEN) {
+      throw new InvalidOptionError(`sluice: the token provider returned ${tok.length} bytes, at most ${codec.MAX_TOKEN_LEN}`);
+    }
+    return tok;
+  }
+
+  /** @internal Gets the token, opens url and performs the handshake; resolves to a live session. */
+  async dial(url: string): Promise<Session> {
+    let token: Uint8Array;
+    try {
+      token = await this.helloToken();
+    } catch (e) {
+      throw new DisconnectedError(`token provider: ${e instanceof Error ? e.message : e}`, e);
+    }
+    return this.open(url, token);
+  }
+
+  private open(url: string, token: Uint8Array): Promise<Session> {
     return new Promise<Session>((resolve, reject) => {
       let ws: WebSocketLike;
       try {
@@ -525,7 +577,7 @@ export class Client {
             maxVersion: codec.VERSION_1,
             features: OFFERED_FEATURES,
             name: this.opts.name,
-            token: this.opts.token,
+            token,
           }),
         );
       };
@@ -868,7 +920,15 @@ export class Client {
     const buffer = opts.buffer ?? DEFAULT_SUB_BUFFER;
     if (!Number.isInteger(buffer) || buffer < 1) throw new InvalidOptionError(`sluice: buffer ${buffer} < 1`);
     this.usable();
-    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, pres.subscribeFlags(opts));
+    const filter = opts.filter;
+    if (filter !== undefined) {
+      const n = codec.utf8(filter).length;
+      if (n < 1 || n > feat.MAX_FILTER_LEN) throw new InvalidOptionError(`sluice: filter of ${n} bytes (1..${feat.MAX_FILTER_LEN})`);
+      if (this.cur && (this.cur.welcome.features & codec.FEATURE_FILTERS) === 0) {
+        throw new InvalidOptionError(`sluice: server ${this.cur.welcome.serverName} does not offer filters`);
+      }
+    }
+    const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, pres.subscribeFlags(opts), filter);
     this.subs.add(sub);
     if (this.cur) this.sendSubscribe(this.cur, sub);
     // Otherwise install() sends it once connected.
@@ -912,13 +972,9 @@ export class Client {
     sub.wireID = wireID;
     sub.sess = s;
     const id = this.nextReq();
-    s.control(id, { kind: "sub", sub, want, wireID }, pres.withFlags(codec.encodeSubscribe(id, {
-      subID: wireID,
-      start: kind,
-      arg,
-      epoch: sub.epoch,
-      channel: sub.channel,
-    }), sub.pflags));
+    const sb = { subID: wireID, start: kind, arg, epoch: sub.epoch, channel: sub.channel };
+    const f = sub.filter !== undefined ? feat.encodeSubscribeFilter(id, sb, sub.filter) : codec.encodeSubscribe(id, sb);
+    s.control(id, { kind: "sub", sub, want, wireID }, pres.withFlags(f, f[5] | sub.pflags));
     s.subs.set(wireID, sub);
   }
 
@@ -1063,6 +1119,8 @@ export class Session {
   private pingsOut = 0;
   private pingTimer: ReturnType<typeof setInterval> | null = null;
   private goawayTimer: ReturnType<typeof setTimeout> | null = null;
+  private refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  private refreshID = 0;
   private readonly unsubWaiters = new Set<(err: Error | null) => void>();
 
   constructor(
@@ -1173,6 +1231,7 @@ export class Session {
     this.error = err;
     if (this.pingTimer) clearInterval(this.pingTimer);
     if (this.goawayTimer) clearTimeout(this.goawayTimer);
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
     this.ws.onmessage = this.ws.onclose = this.ws.onerror = null;
     try {
       this.ws.close();
@@ -1210,6 +1269,15 @@ export class Session {
         this.subs.get(h.id)?.onData(this, d.first, d.records);
         return;
       }
+      case codec.FrameType.FDATA: {
+        if ((this.welcome.features & codec.FEATURE_FILTERS) === 0) throw new ProtocolError("FDATA, but filters were not negotiated");
+        this.subs.get(h.id)?.onFData(feat.decodeFData(body));
+        return;
+      }
+      case codec.FrameType.AUTHED:
+        if ((this.welcome.features & codec.FEATURE_REFRESH) === 0) throw new ProtocolError("AUTHED, but REFRESH was not negotiated");
+        this.onAuthed(h.id, feat.decodeAuthed(body));
+        return;
       case codec.FrameType.GAP: {
         const g = codec.decodeGap(body);
         if (g.from === 0) throw new ProtocolError(`GAP ${g.from}-${g.to} from position 0, which no message has`);
@@ -1308,6 +1376,37 @@ export class Session {
     this.control(id, { kind: "presence", st, sync: sub }, pres.encodePresence(id, sub.channel));
   }
 
+  /**
+   * Records the client id and, with a token provider, schedules the next
+   * REFRESH at a random point between 80% and 90% of the token's life.
+   */
+  private onAuthed(id: number, a: feat.Authed) {
+    this.c._clientId = a.clientId;
+    if (id !== 0 && id === this.refreshID) {
+      this.refreshID = 0;
+      this.c._refreshes++;
+    }
+    if (a.expiresInMs <= 0 || !this.c.opts.tokenProvider) return;
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    const at = a.expiresInMs * (0.8 + this.c.opts.random() / 10);
+    this.refreshTimer = setTimeout(() => void this.refresh(), at);
+  }
+
+  private async refresh() {
+    this.refreshTimer = null;
+    let tok: Uint8Array;
+    try {
+      tok = await this.c.helloToken();
+    } catch (e) {
+      this.c.opts.logger?.warn("sluice: token refresh failed; trying again", (e as Error).message);
+      if (!this.dead) this.refreshTimer = setTimeout(() => void this.refresh(), 5_000);
+      return;
+    }
+    if (this.dead) return;
+    this.refreshID = this.c.nextReq();
+    this.send(feat.encodeRefresh(this.refreshID, tok));
+  }
+
   /** Routes an ERROR to the request it answers; id 0 or a fatal code ends the session. */
   private onError(id: number, e: codec.ErrorFrame) {
     const fatal = codec.codeFatal(e.code);
@@ -1374,6 +1473,8 @@ export class Subscription implements AsyncIterable<SubEvent> {
     private readonly onEvent?: (ev: SubEvent) => void,
     private readonly onEnd?: (err: Error) => void,
     /** @internal The presence flags of its SUBSCRIBEs. */ readonly pflags = 0,
+    /** The filter expression, if any (docs/filters.md). */
+    readonly filter?: string,
   ) {
     this.ready = new Promise((r) => (this.resolveReady = r));
   }
@@ -1631,12 +1732,30 @@ export class Subscription implements AsyncIterable<SubEvent> {
     }
   }
 
+  /** @internal Delivers an FDATA frame's messages; duplicates dropped, holes are no gaps. */
+  onFData(recs: feat.FRecord[]) {
+    for (const r of recs) {
+      if (this.cursor !== 0 && r.position < this.cursor) continue; // a duplicate of a delivered position
+      const ev: MessageEvent = {
+        kind: "message",
+        channel: this.channel,
+        position: r.position,
+        payload: r.payload.slice(),
+        msgId: r.msgId ? r.msgId.slice() : null,
+        headers: r.headers,
+      };
+      if (!this.deliver(ev)) return;
+      this.cursor = r.position + 1;
+    }
+  }
+
   /** @internal Delivers a GAP, trimmed to the positions not yet delivered. */
   onGap(_s: Session, g: codec.Gap) {
     const cur = this.cursor;
     if (cur !== 0) {
       if (g.to < cur) return;
-      if (g.from > cur) {
+      if (g.from > cur && this.filter === undefined) {
+        // (a filtered subscription's holes are messages that did not match)
         if (!this.emitGap({ from: cur, to: g.from - 1, reason: codec.GapReason.LOST })) return;
       }
       if (g.from < cur) g = { ...g, from: cur };

@@ -45,6 +45,9 @@ export const FrameType = {
   ERROR: 0x0c,
   GOAWAY: 0x0d,
   UNSUBSCRIBED: 0x0e,
+  REFRESH: 0x0f,
+  AUTHED: 0x10,
+  FDATA: 0x11,
 } as const;
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
 
@@ -62,10 +65,16 @@ export const FLAG_ACK = 0x01;
 export const FLAG_EXT = 0x02;
 export const FLAG_RETRIABLE = 0x01;
 export const FLAG_COMPRESSED = 0x80;
+/** On SUBSCRIBE: a filter expression follows the channel (PROTOCOL.md 2.17). */
+export const FLAG_FILTER = 0x01;
 
 /** Feature bits of HELLO and WELCOME (PROTOCOL.md 2.13). */
 export const FEATURE_S2 = 1 << 0;
 export const FEATURE_HEADERS = 1 << 1;
+/** Credentials that expire: AUTHED and REFRESH (PROTOCOL.md 2.16). */
+export const FEATURE_REFRESH = 1 << 2;
+/** Server-side filters: SUBSCRIBE with FILTER, FDATA (PROTOCOL.md 2.17). */
+export const FEATURE_FILTERS = 1 << 3;
 
 /** A record length word's top bit: the record is extended (PROTOCOL.md 2.14). */
 export const RECORD_EXT = 0x80000000;
@@ -119,12 +128,16 @@ export const ErrorCodes: Record<number, { name: string; fatal: boolean }> = {
   21: { name: "INTERNAL", fatal: false },
   22: { name: "INVALID_HEADERS", fatal: false },
   23: { name: "OUTCOME_UNKNOWN", fatal: false },
+  24: { name: "TOKEN_EXPIRED", fatal: true },
+  25: { name: "INVALID_FILTER", fatal: false },
 };
 export const CODE_UNKNOWN_SUBSCRIPTION = 10;
 export const CODE_UNAUTHENTICATED = 12;
 export const CODE_FORBIDDEN = 13;
 /** A PUBLISH may or may not have been stored (its host failed with it in flight). */
 export const CODE_OUTCOME_UNKNOWN = 23;
+/** The token expired and no REFRESH replaced it in time (PROTOCOL.md 2.16). */
+export const CODE_TOKEN_EXPIRED = 24;
 
 /** The protocol name of an error code, or "Code(N)" for an unknown one. */
 export function codeName(code: number): string {
@@ -277,7 +290,7 @@ export function utf8(s: string): Uint8Array {
 // ---------------------------------------------------------------------------
 // Encoding
 
-/** A growable big-endian writer for one frame. */
+/** A growable big-endian writer for one frame. @internal */
 export class Writer {
   buf: Uint8Array;
   view: DataView;
@@ -316,7 +329,7 @@ export class Writer {
   }
 }
 
-/** A Writer holding a frame's header, with room for its body. */
+/** @internal Starts a frame: its header, room for bodyLen bytes of body. */
 export function frame(type: number, flags: number, id: number, bodyLen: number): Writer {
   if (bodyLen < 0 || bodyLen > 0xffffffff) throw new RangeError(`${typeName(type)} body length ${bodyLen}`);
   const w = new Writer(HEADER_LEN + bodyLen);
@@ -658,6 +671,7 @@ export function encodeGoAway(g: GoAway): Uint8Array {
  * A sticky-error reader over one body: after the first shortfall every read
  * returns 0 and `err` says which field at which offset ran out.
  */
+/** @internal */
 export class Reader {
   off = 0;
   err: string | null = null;
@@ -776,9 +790,9 @@ export function decodeHello(body: Uint8Array): Hello {
   const maxVersion = d.u16("maxVersion");
   const features = d.u32("features");
   const name = dec.decode(d.bytes(d.u8("nameLen"), "name"));
-  const tl = d.u16("tokenLen");
-  if (d.err === null && tl > MAX_TOKEN_LEN) d.fail(`token length ${tl} exceeds ${MAX_TOKEN_LEN}`);
-  const token = d.bytes(tl, "token");
+  // A token over MAX_TOKEN_LEN is well-formed: a server refuses it as
+  // credentials (UNAUTHENTICATED).
+  const token = d.bytes(d.u16("tokenLen"), "token");
   d.check();
   return { minVersion, maxVersion, features, name, token };
 }

@@ -33,4 +33,5 @@ export * from "./errors.js";
 export { InvalidChannelError, InvalidHeadersError, MalformedFrameError } from "./codec.js";
 export type { HeaderField } from "./codec.js";
 export * as codec from "./codec.js";
+export * as features from "./features.js";
 export type { WebSocketConstructor, WebSocketLike } from "./ws.js";

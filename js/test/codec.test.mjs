@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
-import { codec } from "../dist/index.js";
+import { codec, features } from "../dist/index.js";
 
 const testdata = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "wire", "testdata");
 
@@ -149,6 +149,32 @@ const cases = {
     (h, body) => codec.decodeError(h, body),
   ],
   goaway: [{ type: 0x0d, flags: 0, id: 0 }, { code: 15, text: "bye" }, (v) => codec.encodeGoAway(v), (h, body) => codec.decodeGoAway(body)],
+  "auth/refresh": [{ type: 0x0f, flags: 0, id: 40 }, b("aaa.bbb.ccc"), (v) => features.encodeRefresh(40, v), (h, body) => features.decodeRefresh(body)],
+  "auth/authed": [
+    { type: 0x10, flags: 0, id: 40 },
+    { expiresInMs: 900000, graceMs: 10000, clientId: "alice" },
+    (v) => features.encodeAuthed(40, v),
+    (h, body) => features.decodeAuthed(body),
+  ],
+  "filter/subscribe_filter": [
+    { type: 0x05, flags: codec.FLAG_FILTER, id: 3 },
+    { sub: { subID: 7, start: 0, arg: 0n, epoch: 0n, channel: "trades" }, filter: "headers.type=='t'&&payload.price>100" },
+    (v) => features.encodeSubscribeFilter(3, v.sub, v.filter),
+    (h, body) => features.decodeSubscribeFilter(body),
+  ],
+  "filter/fdata": [
+    { type: 0x11, flags: 0, id: 7 },
+    [
+      { payload: b("p1"), msgId: null, headers: [], position: 1002 },
+      { payload: b('{"price":101}'), msgId: null, headers: [{ key: "type", value: "t" }], position: 1005 },
+    ],
+    () =>
+      features.encodeFData(7, [
+        { position: 1002, body: b("p1"), ext: false },
+        { position: 1005, body: codec.encodeExt({ headers: [{ key: "type", value: "t" }] }, b('{"price":101}')), ext: true },
+      ]),
+    (h, body) => features.decodeFData(body),
+  ],
 };
 
 // Golden vectors whose epoch is 0x1122334455667788, a valid u64 beyond
@@ -171,12 +197,12 @@ function plain(v) {
 test("every golden vector has a case", () => {
   // testdata/s2 holds S2-compressed frames: this SDK does not offer FeatureS2
   // (PROTOCOL.md 2.13), so no server sends it one; those are not covered.
-  const files = ["", "ext/"]
+  const files = ["", "ext/", "auth/", "filter/"]
     .flatMap((dir) => readdirSync(path.join(testdata, dir)).filter((f) => f.endsWith(".hex")).map((f) => dir + f.slice(0, -4)))
     .sort();
   assert.deepEqual(files, [...Object.keys(cases), ...Object.keys(refused)].sort());
   const types = new Set(Object.values(cases).map(([h]) => h.type));
-  for (let t = 0x01; t <= 0x0e; t++) assert.ok(types.has(t), `a golden vector for ${codec.typeName(t)}`);
+  for (let t = 0x01; t <= 0x11; t++) assert.ok(types.has(t), `a golden vector for ${codec.typeName(t)}`);
 });
 
 for (const [name, [hdr, value, encode, decode]] of Object.entries(cases)) {
@@ -230,7 +256,13 @@ const malformed = [
   ["GOAWAY short", () => codec.decodeGoAway(hex("00")), /code at offset 0 needs 2/],
   ["WELCOME node count past the bytes", () => codec.decodeWelcome(Uint8Array.from([...new Uint8Array(36), 0, 0x00, 0xff])), /node list/],
   ["WELCOME short", () => codec.decodeWelcome(hex("0001")), /features at offset 2/],
-  ["HELLO token too long", () => codec.decodeHello(hex("0001 0001 00000000 00 1001")), /token length 4097 exceeds 4096/],
+  ["HELLO token cut short", () => codec.decodeHello(hex("0001 0001 00000000 00 1001")), /token at offset 11 needs 4097/],
+  ["REFRESH empty token", () => features.decodeRefresh(hex("0000")), /empty token/],
+  ["AUTHED trailing", () => features.decodeAuthed(hex("00000001 00000002 00 09")), /1 trailing/],
+  ["SUBSCRIBE+FILTER empty filter", () => features.decodeSubscribeFilter(hex("00000001 00 0000000000000000 0000000000000000 01 78 0000")), /empty filter/],
+  ["FDATA count 0", () => features.decodeFData(hex("00000000")), /entry count 0/],
+  ["FDATA positions not increasing", () => features.decodeFData(hex("00000002 0000000000000005 00000000 0000000000000005 00000000")), /position 5 after 5/],
+  ["FDATA entry overruns", () => features.decodeFData(hex("00000001 0000000000000001 00000009 6162")), /record at offset 16 needs 9/],
   ["SUBSCRIBE start kind 5", () => codec.decodeSubscribe(hex("00000001 05 0000000000000000 0000000000000000 01 78")), /start kind 5 undefined/],
   ["SUBSCRIBE empty channel", () => codec.decodeSubscribe(hex("00000001 00 0000000000000000 0000000000000000 00")), /empty channel/],
   ["PUBLISH empty channel", () => codec.decodePublish(hex("00 61")), /empty channel/],
