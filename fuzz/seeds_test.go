@@ -113,7 +113,9 @@ func (s script) subFilter(id uint32, subID byte, start wire.StartKind, arg byte,
 }
 
 // refresh: id, token length - 1.
-func (s script) refresh(id uint32, tokenLen uint16) script { return s.op(opRefresh).u32(id).u16(tokenLen - 1) }
+func (s script) refresh(id uint32, tokenLen uint16) script {
+	return s.op(opRefresh).u32(id).u16(tokenLen - 1)
+}
 
 func (s script) unsubscribe(id uint32, subID byte) script {
 	return append(s.op(opUnsub).u32(id), subID)
