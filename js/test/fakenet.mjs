@@ -1,7 +1,7 @@
 // A scripted in-memory server for the session-logic tests: an injected
 // WebSocket constructor whose sockets talk to test code instead of a network.
 // No sockets, no timers of its own; tests await frames and answer them.
-import { codec, presence } from "../dist/index.js";
+import { codec, presence, features } from "../dist/index.js";
 
 // Kept so that a test that wraps the global setTimeout does not see ours.
 const setT = globalThis.setTimeout;
@@ -36,7 +36,13 @@ function decode(bytes) {
       v.text = new TextDecoder().decode(v.payload);
       break;
     case codec.FrameType.SUBSCRIBE:
-      v = codec.decodeSubscribe(f.body);
+      if (h.flags & codec.FLAG_FILTER) {
+        const { sub, filter } = features.decodeSubscribeFilter(f.body);
+        v = { ...sub, filter };
+      } else v = codec.decodeSubscribe(f.body);
+      break;
+    case codec.FrameType.REFRESH:
+      v = { token: new TextDecoder().decode(features.decodeRefresh(f.body)) };
       break;
     case codec.FrameType.UNSUBSCRIBE:
       v = codec.decodeUnsubscribe(f.body);

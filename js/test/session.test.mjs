@@ -2,7 +2,7 @@
 // sockets. Each test is one behaviour of the SDK, mirroring the Go SDK's.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { connect, codec, UnknownOutcomeError, ServerError, ClosedError, ProtocolError, InvalidOptionError, InvalidHeadersError } from "../dist/index.js";
+import { connect, codec, features, UnknownOutcomeError, ServerError, ClosedError, ProtocolError, InvalidOptionError, InvalidHeadersError } from "../dist/index.js";
 import { FakeNet } from "./fakenet.mjs";
 
 const T = codec.FrameType;
@@ -586,12 +586,12 @@ test("an onEvent callback that throws is reported and does not break the connect
   c.close();
 });
 
-test("HELLO offers FeatureHeaders; a publish with a message id and headers is an extended PUBLISH", async () => {
+test("HELLO offers FeatureHeaders (with REFRESH and FILTERS); a publish with a message id and headers is an extended PUBLISH", async () => {
   const net = new FakeNet();
   net.welcome.features = codec.FEATURE_HEADERS;
   const c = await connect("ws://a/", { WebSocket: net.WebSocket });
   const ws = await net.conn(0);
-  assert.equal(ws.hello.features & codec.FEATURE_HEADERS, codec.FEATURE_HEADERS);
+  assert.equal(ws.hello.features & (codec.FEATURE_HEADERS | codec.FEATURE_REFRESH | codec.FEATURE_FILTERS), codec.FEATURE_HEADERS | codec.FEATURE_REFRESH | codec.FEATURE_FILTERS);
   const p = c.publish("ch", "{}", { msgId: "o-17", headers: [["ct", "json"], ["ct", "again"]] });
   const f = await net.frame(ws, T.PUBLISH);
   assert.equal(f.flags, codec.FLAG_ACK | codec.FLAG_EXT);
@@ -667,5 +667,46 @@ test("a publish that has to wait keeps a copy of its payload", async () => {
   assert.equal(f2.v.text, "original");
   net.push(ws, codec.encodePubAck([{ id: f2.id, position: 2 }]));
   assert.deepEqual(await Promise.all([p1, p2]), [1, 2]);
+  c.close();
+});
+
+test("tokenProvider: its token goes in HELLO; AUTHED's lifetime schedules a REFRESH with the next token at 80-90% of it", async () => {
+  let n = 0;
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_REFRESH;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket, tokenProvider: async () => `tok-${++n}`, random: () => 0.5 });
+  const ws = await net.conn(0);
+  assert.equal(td.decode(ws.hello.token), "tok-1");
+  const sent = Date.now();
+  net.push(ws, features.encodeAuthed(ws.hello.id ?? 1, { expiresInMs: 200, graceMs: 1000, clientId: "alice" }));
+  const r = await net.frame(ws, T.REFRESH);
+  assert.equal(r.v.token, "tok-2");
+  assert.ok(Date.now() - sent >= 160, `REFRESH after ${Date.now() - sent} ms, want at least 160`);
+  assert.equal(c.clientId, "alice");
+  net.push(ws, features.encodeAuthed(r.id, { expiresInMs: 0, graceMs: 1000, clientId: "alice" }));
+  await net.until(() => c.tokenRefreshes === 1 || undefined, "the refresh counted");
+  c.close();
+});
+
+test("filter: SUBSCRIBE carries FILTER; FDATA messages come at their positions; a GAP after a hole is no lost range", async () => {
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_FILTERS;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket });
+  const ws = await net.conn(0);
+  const got = [];
+  const p = c.subscribe("ch", { filter: "payload.x > 1", onEvent: (ev) => got.push(ev) });
+  const fr = await net.frame(ws, T.SUBSCRIBE);
+  assert.equal(fr.flags, codec.FLAG_FILTER);
+  assert.equal(fr.v.filter, "payload.x > 1");
+  subscribed(net, ws, fr, 10n);
+  await p;
+  net.push(ws, features.encodeFData(fr.v.subID, [{ position: 12n, body: te.encode("a"), ext: false }, { position: 15n, body: te.encode("b"), ext: false }]));
+  net.push(ws, codec.encodeGap(fr.v.subID, { from: 20n, to: 22n, reason: codec.GapReason.EXPIRED }));
+  net.push(ws, features.encodeFData(fr.v.subID, [{ position: 30n, body: te.encode("c"), ext: false }]));
+  await net.until(() => got.length === 4 || undefined, "four events");
+  assert.deepEqual(
+    got.map((e) => (e.kind === "message" ? [e.position, td.decode(e.payload)] : [e.kind, e.from, e.to, e.reason])),
+    [[12n, "a"], [15n, "b"], ["gap", 20n, 22n, "expired"], [30n, "c"]],
+  );
   c.close();
 });
