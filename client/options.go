@@ -265,7 +265,7 @@ type subOptions struct {
 	arg    uint64
 	buffer int
 	pflags wire.Flags // WithPresence, WithPresenceEvents, WithOccupancy
-	filter []byte // WithFilter (filter.go)
+	filter []byte     // WithFilter (filter.go)
 }
 
 // FromLive starts at the live edge: only messages published after the
