@@ -251,7 +251,7 @@ func TestFilterAcrossRolloverAndReconnect(t *testing.T) {
 	if !reflect.DeepEqual(rest, want[9:]) {
 		t.Fatalf("after the resume: %v, want %v", rest, want[9:])
 	}
-	info, _ := s.mgr.Info("roll", false)
+	info, _, _ := s.mgr.Info("roll", false)
 	if len(info.Streamlets) < 8 {
 		t.Fatalf("%d streamlets: the test must span a rollover", len(info.Streamlets))
 	}
