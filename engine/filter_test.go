@@ -257,20 +257,35 @@ func TestFilterAcrossRolloverAndReconnect(t *testing.T) {
 	}
 }
 
-// TestFilterGetsGapNotices: a filtered subscriber starting before the
-// retained history is told the missing range with GAP, as any other.
+// TestFilterGetsGapNotices: a filtered subscriber starting in history
+// that expired is told the missing range with GAP, as any other, then
+// gets the matches of what is retained.
 func TestFilterGetsGapNotices(t *testing.T) {
-	s := startTest(t, nil)
+	clock := newTestClock()
+	s := startTest(t, func(o *Options) { o.LimitMsgs, o.TTL, o.now = 3, time.Minute, clock.Now })
 	pub, _ := helloFeat(t, s.Addr(), wire.FeatureHeaders)
-	pos := publishTyped(t, pub, "gaps", 0, 6)
+	pos := publishTyped(t, pub, "gaps", 0, 6) // streamlets [1..3] (closed) and [4..6]
+	clock.Advance(2 * time.Minute)
+	pos = append(pos, publishTyped(t, pub, "gaps", 6, 1)...) // closes [4..6]
+	eventually(t, waitFor, "the first streamlet expired", func() bool {
+		info, _, _ := s.mgr.Info("gaps", false)
+		return info.Earliest > pos[0]
+	})
+	info, _, _ := s.mgr.Info("gaps", false)
 	c, _ := helloFeat(t, s.Addr(), filterFeatures)
-	sb := c.subscribeFiltered(1, "gaps", wire.StartPosition, 1, `headers.type == "t"`)
-	evs := c.filtered(1, pos[3])
-	if sb.First != pos[0] || evs[0].gap == nil || evs[0].gap.From != 1 || evs[0].gap.To != pos[0]-1 {
-		t.Fatalf("SUBSCRIBED %+v, first event %+v: want GAP 1-%d", sb, evs[0], pos[0]-1)
+	sb := c.subscribeFiltered(1, "gaps", wire.StartPosition, pos[0], `headers.type == "t"`)
+	evs := c.filtered(1, pos[6])
+	if sb.First != info.Earliest || evs[0].gap == nil || evs[0].gap.From != pos[0] || evs[0].gap.To != info.Earliest-1 {
+		t.Fatalf("SUBSCRIBED %+v, first event %+v: want GAP %d-%d", sb, evs[0], pos[0], info.Earliest-1)
 	}
-	if got := positionsOf(evs); !reflect.DeepEqual(got, []uint64{pos[0], pos[3]}) {
-		t.Fatalf("positions %v", got)
+	var want []uint64
+	for i, p := range pos {
+		if i%3 == 0 && p >= info.Earliest {
+			want = append(want, p)
+		}
+	}
+	if got := positionsOf(evs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("positions %v, want %v", got, want)
 	}
 }
 
