@@ -158,7 +158,7 @@ const cases = {
   ],
   "filter/subscribe_filter": [
     { type: 0x05, flags: codec.FLAG_FILTER, id: 3 },
-    { sub: { subID: 7, start: 0, arg: 0n, epoch: 0n, channel: "trades" }, filter: "headers.type=='t'&&payload.price>100" },
+    { sub: { subID: 7, start: 0, arg: 0, epoch: 0, channel: "trades" }, filter: "headers.type=='t'&&payload.price>100" },
     (v) => features.encodeSubscribeFilter(3, v.sub, v.filter),
     (h, body) => features.decodeSubscribeFilter(body),
   ],
