@@ -106,6 +106,12 @@ type Options struct {
 	// expired, so the bound is exceeded by at most the open streamlets. 0
 	// disables the bound (history is then bounded only by TTL and rate).
 	MaxRetained int
+	// MemoryLimit, if positive, bounds the process's memory in bytes: the
+	// Go runtime's soft limit (runtime/debug.SetMemoryLimit) is kept at it
+	// minus the message history resident off the Go heap (memory.go). 0
+	// leaves the runtime's limit alone. sluice serve sets 1.25 x
+	// MaxRetained plus a fixed overhead.
+	MemoryLimit int64
 	// Replicas is how many distinct nodes hold each streamlet in memory
 	// (1..16, default 1; a single node holds one copy whatever the count). A publish is acknowledged once
 	// every replica holds it, so a streamlet survives the death of

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -253,23 +254,21 @@ func BenchmarkRetentionSweep(b *testing.B) {
 	}
 }
 
-// TestMemSweepReturnsFreedHistory: after many streamlets were freed (or
-// many bytes of history), memSweep forces a collection and returns the
-// memory twice, one tick apart, and then stops until the next drop.
-func TestMemSweepReturnsFreedHistory(t *testing.T) {
+// TestMemSweepReturnsOnlyWhenQuiet: a busy server forces no collection
+// and keeps its free history resident up to keepFree (trimHistory returns
+// the rest); a quiet one returns all its free history and, past
+// memQuietFree of free heap, forces two returns of the heap one sweep
+// apart, then none until it has been busy again.
+func TestMemSweepReturnsOnlyWhenQuiet(t *testing.T) {
 	s := startTest(t, nil)
-	s.tickStop <- struct{}{} // nothing else runs memSweep meanwhile
-	// Busy at first: allocating memQuiet per sweep.
-	free, allocs, rate := int64(0), int64(1), int64(memQuiet)
+	s.tickStop <- struct{}{} // nothing else runs the sweeps meanwhile
+	ringbuf.Trim(0, 0)
+	free, allocs, rate := int64(memQuietFree), int64(1), int64(memQuiet)
 	s.mem.freeBytes = func() int64 { return free }
 	s.mem.allocBytes = func() int64 { allocs += rate; return allocs }
 	s.memSweep()
-	s.mem.again = false
-	base := s.mem.frees
-	s.mem.lastHosted = s.host.Load().Hosted + memDropN // as if that many were freed
-	// Recycled chunks on the ring buffers' free list, as history that
-	// expired leaves them: the forced return drops what the history still
-	// held does not need (here all of it).
+	base, trimmed := s.mem.frees, s.mem.trimmed
+	// Expired history: 4 chunks of 64 KiB on the arena's free list.
 	buf := ringbuf.New(10, 1<<20)
 	for range 4 {
 		if _, err := buf.Append(make([]byte, 60<<10), 0); err != nil {
@@ -277,48 +276,75 @@ func TestMemSweepReturnsFreedHistory(t *testing.T) {
 		}
 	}
 	buf.Free()
-	if ringbuf.KeptBytes() < 4*64<<10 {
-		t.Fatalf("%d bytes kept after freeing 4 chunks of 64 KiB", ringbuf.KeptBytes())
+	if _, f, _, _ := ringbuf.OffHeap(); f < 4*64<<10 {
+		t.Fatalf("%d bytes free after freeing 4 chunks of 64 KiB", f)
 	}
-	for i, want := range []int64{1, 2, 2} {
+	for range 3 { // busy, with free heap past memQuietFree
 		s.memSweep()
-		if got := s.mem.frees - base; got != want {
-			t.Fatalf("sweep %d: %d forced returns, want %d", i, got, want)
-		}
-		if i == 0 && (ringbuf.KeptBytes() > int(s.host.Retained()) || s.mem.trimmed < 4*64<<10) {
-			t.Fatalf("the forced return kept %d bytes of free chunks (trimmed %d) with %d retained", ringbuf.KeptBytes(), s.mem.trimmed, s.host.Retained())
-		}
+		s.trimHistory()
 	}
-	s.mem.lastRetained = s.host.Retained() + memDrop
-	s.memSweep()
-	if got := s.mem.frees - base; got != 3 {
-		t.Fatalf("after a drop in bytes: %d forced returns, want 3", got)
-	}
-	s.memSweep() // the second of the pair
-	free = memIdle
-	s.memSweep()
-	if got := s.mem.frees - base; got != 5 {
-		t.Fatalf("with %d free bytes not returned: %d forced returns, want 5", free, got)
-	}
-	s.memSweep() // the second of the pair
-	// A busy server keeps free heap under memIdle; a quiet one (allocating
-	// less than memQuiet per interval) returns it past memQuietFree.
-	free = memQuietFree
-	s.memSweep()
-	if got := s.mem.frees - base; got != 6 {
-		t.Fatalf("busy with %d free bytes: %d forced returns, want 6 (none)", free, got)
+	if s.mem.frees != base || s.mem.trimmed != trimmed {
+		t.Fatalf("busy: %d forced returns, %d bytes of history returned", s.mem.frees-base, s.mem.trimmed-trimmed)
 	}
 	rate = memQuiet - 1
-	s.memSweep()
-	if got := s.mem.frees - base; got != 7 {
-		t.Fatalf("quiet with %d free bytes: %d forced returns, want 7", free, got)
+	for i, want := range []int64{1, 2, 2, 2} {
+		s.memSweep()
+		if got := s.mem.frees - base; got != want {
+			t.Fatalf("quiet sweep %d: %d forced returns, want %d", i, got, want)
+		}
+		if _, f, _, _ := ringbuf.OffHeap(); f != 0 || s.mem.trimmed-trimmed < 4*64<<10 {
+			t.Fatalf("quiet: %d bytes of history still free (returned %d)", f, s.mem.trimmed-trimmed)
+		}
 	}
-	s.memSweep() // the second of the pair
-	free = memQuietFree - 1
+	rate = memQuiet // busy again, then quiet with little free heap: no return
 	s.memSweep()
-	if got := s.mem.frees - base; got != 8 {
-		t.Fatalf("quiet with %d free bytes: %d forced returns, want 8 (none)", free, got)
+	rate, free = memQuiet-1, memQuietFree-1
+	s.memSweep()
+	if got := s.mem.frees - base; got != 2 {
+		t.Fatalf("quiet with %d free bytes: %d forced returns, want 2 (none more)", free, got)
 	}
+}
+
+// TestTrimHistoryKeepsBoundedFree: under load, trimHistory returns free
+// history beyond keepFree, at most trimStep per call, and keeps the
+// runtime's memory limit at MemoryLimit minus the history resident.
+func TestTrimHistoryKeepsBoundedFree(t *testing.T) {
+	s := startTest(t, nil)
+	s.tickStop <- struct{}{}
+	ringbuf.Trim(0, 0)
+	s.opts.MaxRetained = 16 << 20 // keepFree: keepFreeMin, 64 MiB
+	s.opts.MemoryLimit = 1 << 30
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	var bufs []*ringbuf.Buffer
+	for range 40 { // 80 MiB of 64 KiB chunks
+		b := ringbuf.New(100, 4<<20)
+		for range 32 {
+			if _, err := b.Append(make([]byte, 60<<10), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bufs = append(bufs, b)
+	}
+	s.trimHistory()
+	inUse, _, _, _ := ringbuf.OffHeap()
+	if got, want := debug.SetMemoryLimit(-1), int64(1<<30)-inUse; got < want-memLimitStep || got > want+memLimitStep {
+		t.Fatalf("memory limit %d with %d of history in use, want about %d", got, inUse, want)
+	}
+	for _, b := range bufs {
+		b.Free()
+	}
+	trimmed := s.mem.trimmed
+	s.trimHistory()
+	if _, f, _, _ := ringbuf.OffHeap(); s.mem.trimmed-trimmed > trimStep || f < keepFreeMin {
+		t.Fatalf("one call returned %d (step %d), %d left free", s.mem.trimmed-trimmed, trimStep, f)
+	}
+	for range 3 {
+		s.trimHistory()
+	}
+	if _, f, _, _ := ringbuf.OffHeap(); f > keepFreeMin {
+		t.Fatalf("%d bytes free after trimming to %d", f, keepFreeMin)
+	}
+	ringbuf.Trim(0, 0)
 }
 
 // TestRetentionBudgetCoversOutbound: output waiting for a subscriber that

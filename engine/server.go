@@ -316,6 +316,7 @@ func (s *Server) ticker() {
 			return
 		case <-rt.C:
 			s.retentionSweep()
+			s.trimHistory()
 		case <-mt.C:
 			s.memSweep()
 		case <-pt.C:

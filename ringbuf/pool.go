@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Chunk size classes. Standard chunks grow geometrically per buffer, from
@@ -13,8 +14,10 @@ import (
 // channels of one message each held 5 KiB apiece, mostly a 2 KiB chunk
 // and a 1.5 KiB index page; a busy buffer pays a few more tiny chunks on
 // its way to 64 KiB ones). A record larger than stdChunkSize gets a dedicated
-// chunk rounded up to a multiple of stdChunkSize; those are pooled up to
-// maxPooledUnits*stdChunkSize (4 MiB) and left to the GC beyond.
+// chunk rounded up to a multiple of stdChunkSize, up to
+// maxPooledUnits*stdChunkSize (4 MiB); beyond, a chunk of its size on the
+// Go heap, left to the GC. Chunks of 4 KiB and more are off the Go heap
+// (arena.go) and recycled there; smaller ones through sync.Pools.
 const (
 	minChunkShift   = 4 // 16 B
 	stdChunkSize    = 64 << 10
@@ -26,84 +29,30 @@ const (
 
 // chunk is a block of record bytes. It travels through the pools as a
 // pointer so that Put does not allocate. 32 bytes: its header is most of
-// a small channel's chunk memory.
+// a small channel's chunk memory. Chunks of offHeapMin bytes and more
+// are off the Go heap (arena.go): off says so, and the chunk's memory goes
+// back to the arena, not to a pool.
 type chunk struct {
 	b     []byte
-	class int32
+	class int16
+	off   bool
 	slots int32 // table slots of one buffer naming this chunk (writer/recycler only)
 }
 
-// page is a block of index entries.
+// page is a block of index entries; off as for chunk.
 type page struct {
-	e []entry
+	e   []entry
+	off bool
 }
 
-// Recycled chunks of at least keepMinSize are kept first on a free list
-// that survives garbage collections, up to KeepLimit bytes, and only
-// beyond it in a sync.Pool (which a GC empties). Memory that was written
-// once is mapped and faulted in; taking a fresh chunk from the heap costs
-// a page fault per 4 KiB on first write, measured at about 85% of the cost
-// of copying a payload into a fresh chunk (BENCHMARKS.md), so a server
-// whose history expires as fast as it grows (the retention budget, TTL)
-// writes into memory it already has. Smaller chunks share pages the
-// allocator already faulted in and reuses, so keeping them saves nothing
-// and pinned 10 MiB of an idle server after 100,000 small channels
-// expired (issue 14). The free list is bounded, so an idle server holds at
-// most KeepLimit bytes of it, and TrimKept lets it hand those back.
-var (
-	keepMu    sync.Mutex
-	keepList  [numChunkClasses][]*chunk // guarded by keepMu
-	keptBytes int                       // guarded by keepMu
-	keepLimit atomic.Int64
-)
+// offHeapMin is the smallest chunk kept off the Go heap: one page. Smaller
+// chunks share pages that the heap's allocator already faulted in and
+// reuses; a buffer holds at most one of each small class (4 KiB in all).
+const offHeapMin = arenaPage
 
-// keepMinSize is the smallest chunk the free list keeps (one page).
-const keepMinSize = 4 << 10
-
-// DefaultKeepLimit is the free list's bound until SetKeepLimit changes it.
-const DefaultKeepLimit = 64 << 20
-
-func init() { keepLimit.Store(DefaultKeepLimit) }
-
-// SetKeepLimit bounds the bytes of recycled chunks kept on the free list
-// (0 keeps none). Safe from any goroutine; chunks already kept when the
-// limit is lowered stay until they are taken or TrimKept drops them.
-func SetKeepLimit(n int) { keepLimit.Store(int64(max(n, 0))) }
-
-// TrimKept drops kept chunks, largest classes first, until at most n bytes
-// stay on the free list, and returns the bytes it dropped. The dropped
-// chunks are left to the garbage collector (a server calls it when it has
-// become idle, before it returns freed memory to the operating system).
-// Safe from any goroutine.
-func TrimKept(n int) int {
-	n = max(n, 0)
-	keepMu.Lock()
-	defer keepMu.Unlock()
-	dropped := 0
-	for class := numChunkClasses - 1; class >= 0 && keptBytes > n; class-- {
-		l := keepList[class]
-		for len(l) > 0 && keptBytes > n {
-			c := l[len(l)-1]
-			l[len(l)-1] = nil
-			l = l[:len(l)-1]
-			keptBytes -= len(c.b)
-			dropped += len(c.b)
-		}
-		if len(l) == 0 {
-			l = nil // the slice's array goes too
-		}
-		keepList[class] = l
-	}
-	return dropped
-}
-
-// KeptBytes returns the bytes of chunks on the free list. Safe from any
-// goroutine.
-func KeptBytes() int {
-	keepMu.Lock()
-	defer keepMu.Unlock()
-	return keptBytes
-}
+// offHeapPageClass is the smallest index page class kept off the Go heap:
+// 512 entries, 12 KiB (pages of 256 entries are 6 KiB, not whole pages).
+const offHeapPageClass = 9
 
 var (
 	chunkPools [numChunkClasses]sync.Pool
@@ -168,79 +117,68 @@ func chunkSize(class int) int {
 // getChunkClass returns a chunk of a pooled class, recycled if possible.
 // Its bytes are not zeroed: every byte a reader can see is written first.
 func getChunkClass(class int) *chunk {
-	if chunkSize(class) >= keepMinSize {
-		if c := takeKept(class); c != nil {
-			stats.chunkReuses.Add(1)
-			return c
-		}
+	size := chunkSize(class)
+	if size >= offHeapMin {
+		b, off := arenaAlloc(size)
+		stats.chunkAllocs.Add(1)
+		return &chunk{b: b, class: int16(class), off: off}
 	}
 	if c, ok := chunkPools[class].Get().(*chunk); ok {
 		stats.chunkReuses.Add(1)
 		return c
 	}
 	stats.chunkAllocs.Add(1)
-	return &chunk{b: make([]byte, chunkSize(class)), class: int32(class)}
-}
-
-// takeKept takes a chunk of the class from the free list, nil if none.
-func takeKept(class int) *chunk {
-	keepMu.Lock()
-	defer keepMu.Unlock()
-	l := keepList[class]
-	if len(l) == 0 {
-		return nil
-	}
-	c := l[len(l)-1]
-	l[len(l)-1] = nil
-	keepList[class] = l[:len(l)-1]
-	keptBytes -= len(c.b)
-	return c
+	return &chunk{b: make([]byte, size), class: int16(class)}
 }
 
 // getChunk returns a dedicated chunk for a record of need > stdChunkSize bytes.
 func getChunk(need int) *chunk {
 	class, size := largeClass(need)
 	if class == unpooled {
+		// Rare (records over 4 MiB): on the Go heap, left to the
+		// collector on recycle.
 		stats.chunkAllocs.Add(1)
 		return &chunk{b: make([]byte, size), class: unpooled}
 	}
 	return getChunkClass(class)
 }
 
-// putChunk returns c to its pool. The caller guarantees no reference to its
-// bytes remains (see Buffer.recycle).
+// putChunk returns c to its pool, or its memory to the arena. The caller
+// guarantees no reference to its bytes remains (see Buffer.recycle).
 func putChunk(c *chunk) {
 	stats.chunkFrees.Add(1)
-	if c.class == unpooled {
-		return
-	}
-	if len(c.b) < keepMinSize {
+	switch {
+	case c.off:
+		arenaFreeBlock(c.b[:cap(c.b)])
+		c.b = nil
+	case c.class != unpooled:
 		chunkPools[c.class].Put(c)
-		return
 	}
-	keepMu.Lock()
-	if int64(keptBytes+len(c.b)) <= keepLimit.Load() {
-		keepList[c.class] = append(keepList[c.class], c)
-		keptBytes += len(c.b)
-		keepMu.Unlock()
-		return
-	}
-	keepMu.Unlock()
-	chunkPools[c.class].Put(c)
 }
 
 // getPage returns an index page of the class, recycled if possible.
 func getPage(class int) *page {
+	n := 1 << (firstPageShift + class)
+	if class >= offHeapPageClass {
+		b, off := arenaAlloc(n * entrySize)
+		stats.pageAllocs.Add(1)
+		return &page{e: unsafe.Slice((*entry)(unsafe.Pointer(unsafe.SliceData(b))), n), off: off}
+	}
 	if p, ok := pagePools[class].Get().(*page); ok {
 		stats.pageReuses.Add(1)
 		return p
 	}
 	stats.pageAllocs.Add(1)
-	return &page{e: make([]entry, 1<<(firstPageShift+class))}
+	return &page{e: make([]entry, n)}
 }
 
-// putPage returns p to its pool.
+// putPage returns p to its pool, or its memory to the arena.
 func putPage(p *page) {
 	stats.pageFrees.Add(1)
+	if p.off {
+		arenaFreeBlock(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(p.e))), len(p.e)*entrySize))
+		p.e = nil
+		return
+	}
 	pagePools[pageClass(bits.Len(uint(len(p.e)))-1-firstPageShift)].Put(p)
 }

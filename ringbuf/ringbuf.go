@@ -27,7 +27,8 @@
 // Lifetime. The creator of a Buffer (the owner) holds one implicit reference.
 // Readers take their own with Acquire and drop it with Release. Free drops the
 // owner's reference and forbids new Acquires; chunks and index pages go back
-// to package-level pools when the last reference is gone. Slices returned by
+// to package-level pools (the off-heap arena for chunks of 4 KiB and more,
+// arena.go) when the last reference is gone. Slices returned by
 // Get and AppendRun stay valid exactly as long as the caller holds a
 // reference (the owner's, before Free, or an Acquired one).
 package ringbuf

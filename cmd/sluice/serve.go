@@ -205,8 +205,11 @@ func runServe(ctx context.Context, std stdio, args []string) int {
 			clusterSecretEnv + " or [cluster] secret unless the network is trusted")
 	}
 	if limit, ok := memoryLimit(int64(opts.MaxRetained), os.Getenv("GOMEMLIMIT")); ok {
+		// The engine keeps the runtime's limit at this minus the history
+		// it holds off the Go heap.
 		debug.SetMemoryLimit(limit)
-		log.Info("memory limit for the Go runtime", "bytes", limit, "max_retained", opts.MaxRetained)
+		opts.MemoryLimit = limit
+		log.Info("memory limit for the process", "bytes", limit, "max_retained", opts.MaxRetained)
 	}
 	srv, err := engine.Start(opts)
 	if err != nil {
@@ -379,12 +382,14 @@ func (l logLevel) Set(v string) error { return l.p.UnmarshalText([]byte(v)) }
 // buffers (BENCHMARKS.md measures it).
 const memFixedOverhead = 128 << 20
 
-// memoryLimit returns the soft memory limit `sluice serve` gives the Go
-// runtime (runtime/debug.SetMemoryLimit): 1.25 x --max-retained, which
-// covers history and pending output (engine.Options.MaxRetained), plus
-// memFixedOverhead. Without it the collector lets the heap grow to twice
-// what is live, so a 64 MiB budget reached 225 MiB of RSS. None when the
-// budget is off or $GOMEMLIMIT already sets one.
+// memoryLimit returns the memory limit `sluice serve` gives the process
+// (engine.Options.MemoryLimit: the engine sets the Go runtime's soft limit,
+// runtime/debug.SetMemoryLimit, to it minus the history it holds off the
+// heap): 1.25 x --max-retained, which covers history and pending output
+// (engine.Options.MaxRetained), plus memFixedOverhead. Without it the
+// collector lets the heap grow to twice what is live, so a 64 MiB budget
+// reached 225 MiB of RSS. None when the budget is off or $GOMEMLIMIT
+// already sets one.
 func memoryLimit(maxRetained int64, env string) (int64, bool) {
 	if maxRetained <= 0 || env != "" {
 		return 0, false
