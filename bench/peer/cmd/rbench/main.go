@@ -52,8 +52,10 @@ type options struct {
 	setups, latSetups                   []string
 	jsSub                               string
 	profDir                             string
-	// hidden child modes
+	// hidden child modes; a Sluice node's data directory and metadata
+	// log address
 	serveSluice, serveNATS string
+	dataDir, raftListen    string
 }
 
 const readyLine = "rbench-ready"
@@ -94,6 +96,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.profDir, "server-cpuprofile-dir", "", "each node writes its CPU profile (whole life) to `DIR`/sluice-NAME.pprof or nats-NAME.pprof")
 	fs.StringVar(&o.serveSluice, "serve-sluice-node", "", "internal: NAME,CLIENT,GOSSIP[,SEED] Sluice cluster node")
 	fs.StringVar(&o.serveNATS, "serve-nats-node", "", "internal: NAME,CLIENT,ROUTE,PEERROUTE... nats-server cluster node")
+	fs.StringVar(&o.dataDir, "serve-data-dir", "", "internal: the Sluice node's data directory (its metadata log)")
+	fs.StringVar(&o.raftListen, "serve-raft-listen", "", "internal: the Sluice node's metadata log address")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -121,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var child func() (func(), error)
 	switch {
 	case o.serveSluice != "":
-		child = func() (func(), error) { return serveSluice(ctx, o.serveSluice, stdout) }
+		child = func() (func(), error) { return serveSluice(ctx, o, stdout) }
 	case o.serveNATS != "":
 		child = func() (func(), error) { return serveNATS(o.serveNATS, stdout) }
 	}
@@ -134,9 +138,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 const secretEnv = "SLUICE_CLUSTER_SECRET"
 
 // serveSluice starts one Sluice cluster node (spec NAME,CLIENT,GOSSIP
-// [,SEED...]) and prints readyLine once it sees 3 members alive (or
-// returns at once, still running, when ctx ends first).
-func serveSluice(ctx context.Context, spec string, stdout io.Writer) (stop func(), err error) {
+// [,SEED...]; its metadata log in --serve-data-dir on --serve-raft-listen)
+// and prints readyLine once it sees 3 members alive and 3 voters of the
+// metadata log with a leader (or returns at once, still running, when ctx
+// ends first).
+func serveSluice(ctx context.Context, o options, stdout io.Writer) (stop func(), err error) {
+	spec := o.serveSluice
 	f := strings.Split(spec, ",")
 	if len(f) < 3 {
 		return nil, fmt.Errorf("--serve-sluice-node %q", spec)
@@ -145,7 +152,8 @@ func serveSluice(ctx context.Context, spec string, stdout io.Writer) (stop func(
 	opts.Listen, opts.ServerName, opts.Loops = f[1], f[0], 1
 	opts.MaxConnsPerAddr = 0
 	opts.ChannelRules = []engine.ChannelRule{{Prefix: "rb.r1.", Replicas: 1}, {Prefix: "rb.r2.", Replicas: 2}, {Prefix: "rb.r3.", Replicas: 3}}
-	opts.Cluster = &engine.ClusterOptions{Listen: f[2], Join: f[3:], Secret: os.Getenv(secretEnv), ReportInterval: 250 * time.Millisecond}
+	opts.Cluster = &engine.ClusterOptions{Listen: f[2], Join: f[3:], Secret: os.Getenv(secretEnv), ReportInterval: 250 * time.Millisecond,
+		DataDir: o.dataDir, RaftListen: o.raftListen, BootstrapExpect: 3}
 	srv, stop, err := benchcmd.StartEngine(opts)
 	if err != nil {
 		return nil, err
@@ -160,7 +168,7 @@ func serveSluice(ctx context.Context, spec string, stdout io.Writer) (stop func(
 				alive++
 			}
 		}
-		if alive == 3 {
+		if alive == 3 && st.Raft.Leader != "" && len(st.Raft.Voters) == 3 {
 			fmt.Fprintln(stdout, readyLine)
 			return stop, nil
 		}
@@ -223,6 +231,9 @@ func (w *readyWatch) Write(p []byte) (int, error) {
 type cluster3 struct {
 	procs []*bench.ServerProc
 	addrs []string // client addresses
+	// dir holds the nodes' data directories ("" for none), removed by
+	// stop.
+	dir string
 }
 
 // stats returns each node's ProcStat, for its CPU time.
@@ -243,6 +254,10 @@ func (c *cluster3) stop() {
 	}
 	wg.Wait()
 	c.procs = nil
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+		c.dir = ""
+	}
 }
 
 func freePorts(n int) ([]string, error) {
@@ -262,13 +277,16 @@ func freePorts(n int) ([]string, error) {
 // peer (gossip or route) address.
 type nodeKind struct {
 	system string // "sluice" or "nats": profile file names
-	flag   string
-	name   func(i int) string
-	spec   func(i int, name string, clients, peers []string) string
+	// log: each node keeps a metadata log, in a data directory of its
+	// own and on a port of its own (Sluice)
+	log  bool
+	flag string
+	name func(i int) string
+	spec func(i int, name string, clients, peers []string) string
 }
 
 var (
-	sluiceNodes = nodeKind{system: "sluice", flag: "--serve-sluice-node",
+	sluiceNodes = nodeKind{system: "sluice", log: true, flag: "--serve-sluice-node",
 		name: func(i int) string { return string(rune('a' + i)) },
 		spec: func(i int, name string, clients, peers []string) string {
 			s := fmt.Sprintf("%s,%s,%s", name, clients[i], peers[i])
@@ -331,10 +349,22 @@ func start3Once(ctx context.Context, o options, k nodeKind, env []string, stderr
 			c.stop()
 		}
 	}()
+	var logs []string
+	if k.log {
+		if logs, err = freePorts(3); err != nil {
+			return c, err
+		}
+		if c.dir, err = os.MkdirTemp("", "rbench-"+k.system+"-"); err != nil {
+			return c, err
+		}
+	}
 	var watches []*readyWatch
 	for i := range 3 {
 		name := k.name(i)
 		argv := []string{self, k.flag, k.spec(i, name, clients, peers)}
+		if k.log {
+			argv = append(argv, "--serve-data-dir", filepath.Join(c.dir, name), "--serve-raft-listen", logs[i])
+		}
 		if o.profDir != "" {
 			argv = append(argv, "--cpuprofile", filepath.Join(o.profDir, k.system+"-"+name+".pprof"))
 		}
