@@ -26,9 +26,16 @@ type testLog struct {
 	st   *meta.State
 	idx  uint64
 	fail error
+	// gate, if set, is called by Propose before it applies cmd (without
+	// the log's lock: concurrent proposals may wait in it); the function
+	// it returns is called once cmd is applied. Set before any Propose.
+	gate func(cmd []byte) (applied func())
 }
 
 func (l *testLog) Propose(_ context.Context, cmd []byte) ([]byte, uint64, error) {
+	if l.gate != nil {
+		defer l.gate(cmd)()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
@@ -60,6 +67,10 @@ type testCluster struct {
 	mu    sync.Mutex
 	nodes map[string]*testNode
 	order []string
+	// hold makes Go queue its functions in held (run by the test, as a
+	// pool whose workers are all busy would run them later).
+	hold bool
+	held []func()
 }
 
 func (c *testCluster) node(n string) *testNode {
@@ -110,7 +121,29 @@ func (c *testCluster) Gone(n string) bool {
 	return nd == nil || nd.gone
 }
 
-func (c *testCluster) Go(f func()) bool { f(); return true }
+func (c *testCluster) Go(f func()) bool {
+	c.mu.Lock()
+	if c.hold {
+		c.held = append(c.held, f)
+		c.mu.Unlock()
+		return true
+	}
+	c.mu.Unlock()
+	f()
+	return true
+}
+
+// runHeld runs the functions Go queued while hold was set, and stops
+// holding.
+func (c *testCluster) runHeld() {
+	c.mu.Lock()
+	held := c.held
+	c.held, c.hold = nil, false
+	c.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
 
 // Copy copies the sealed streamlet from ref.Host to node to, as NODE_READ
 // into a host.NewCopy and Adopt do.

@@ -90,22 +90,26 @@ func (m *Manager) dueOf(c *meta.Channel) int64 {
 
 // closeLater closes the channel's open streamlet id (lease over, or a
 // replica unusable) off the caller's goroutine, unless a change of the
-// channel runs (which closes or replaces it).
+// channel runs by then (which closes or replaces it). The channel's change
+// is taken when the job starts, not when it is queued: a grant that finds
+// a change in progress waits for it, on a goroutine of the same pool, so
+// grants waiting for closes still in the pool's queue could take every
+// worker and wait forever (the leader of BenchmarkClusterLeases stopped
+// so, its 64 workers waiting). A close that finds the pool full is tried
+// again at the next visit.
 func (m *Manager) closeLater(name string, id uint64) {
-	sh, sc := m.lockSoft(name)
-	if sc.busy != nil {
+	m.cfg.Cluster.Go(func() {
+		sh, sc := m.lockSoft(name)
+		if sc.busy != nil {
+			sh.mu.Unlock()
+			return
+		}
+		op := &change{done: make(chan struct{})}
+		sc.busy = op
 		sh.mu.Unlock()
-		return
-	}
-	op := &change{done: make(chan struct{})}
-	sc.busy = op
-	sh.mu.Unlock()
-	if !m.cfg.Cluster.Go(func() {
 		defer m.end(name, op, role.Grant{}, nil)
 		m.closeOpen(name, id, false)
-	}) {
-		m.end(name, op, role.Grant{}, nil) // the pool is full: the next visit tries again
-	}
+	})
 }
 
 // closeOpen closes the channel's open streamlet id as closeSpec decides
