@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/internal/benchhook"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -247,6 +248,7 @@ func (a *acceptConn) proof(h wire.Header, body []byte) {
 
 // request handles one frame from a welcomed peer.
 func (a *acceptConn) request(h wire.Header, body []byte) {
+	benchhook.NodeFrame(uint8(h.Type))
 	switch h.Type {
 	case wire.TypeNodeAppend:
 		if h.Flags&wire.FlagCompressed != 0 {
@@ -296,6 +298,7 @@ func (a *acceptConn) serve(id uint32, body []byte) {
 		a.sendError(0, wire.CodeProtocolError, err.Error())
 		return
 	}
+	benchhook.NodeRequest(uint8(op))
 	if a.requests >= maxPeerRequests {
 		a.respond(id, wire.NodeOverload, nil, fmt.Sprintf("more than %d requests in progress", maxPeerRequests))
 		return
