@@ -20,7 +20,7 @@ import (
 // peer's sealed requests: NODE_APPEND (a batch for a streamlet hosted
 // here, appended on the connection's loop), NODE_READ / NODE_UNREAD (feeds
 // of hosted streamlets to the peer's copies) and NODE_REQUEST (manager and
-// host operations, run on the cluster's pool).
+// host operations, run on the cluster's serving pool).
 
 // maxPeerRequests bounds the NODE_REQUESTs served at once for one peer
 // connection; more are answered OVERLOAD at once.
@@ -305,7 +305,7 @@ func (a *acceptConn) serve(id uint32, body []byte) {
 	}
 	ob = append([]byte(nil), ob...) // the loop's buffer is reused
 	peer, cl := a.peer, a.cl
-	if !cl.Go(func() {
+	if !cl.goServe(func() {
 		status, res, text := cl.Serve(peer, op, ob)
 		a.c.Execute(func() {
 			a.requests--

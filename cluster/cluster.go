@@ -210,8 +210,10 @@ type Cluster struct {
 	changed chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup // run, heartbeats, the leader watcher, the interest worker, redial
-	jobs    chan func()    // the pool's queue (pool.go)
-	poolWG  sync.WaitGroup
+	jobs    chan func()    // the calls pool's queue (pool.go)
+	// serveJobs is the serving pool's queue (pool.go).
+	serveJobs chan func()
+	poolWG    sync.WaitGroup
 
 	lastIn, lastBytes uint64
 
