@@ -34,6 +34,10 @@ type Channel struct {
 	Seq uint64
 	// Used is when the channel last changed (a command's Time, unix ns).
 	Used int64
+
+	// gen is the State's snapshot generation when this value was made
+	// (State.writable); 0 in the copies State hands out.
+	gen uint64
 }
 
 // Tail returns the newest streamlet, if any.
@@ -77,6 +81,7 @@ func (c *Channel) Info(openLen int) role.ChannelInfo {
 func (c *Channel) clone() *Channel {
 	d := *c
 	d.List = cloneList(c.List)
+	d.gen = 0
 	return &d
 }
 
@@ -170,6 +175,17 @@ func (c *Channel) holders(id uint64, add, remove []string) (role.StreamletRef, b
 	return role.StreamletRef{}, false
 }
 
+// holdsClosed reports whether node holds a closed streamlet that is not
+// lost (what nodeGone changes).
+func (c *Channel) holdsClosed(node string) bool {
+	for i := range c.List {
+		if s := &c.List[i]; s.Closed && !s.Lost && slices.Contains(s.Set(), node) {
+			return true
+		}
+	}
+	return false
+}
+
 // nodeGone takes node out of every closed streamlet's holders and returns
 // the entries it changed.
 func (c *Channel) nodeGone(node string) []role.StreamletRef {
@@ -186,24 +202,25 @@ func (c *Channel) nodeGone(node string) []role.StreamletRef {
 	return changed
 }
 
-// expireThrough removes the closed streamlets up to and including id and
-// returns them; an id that is not a closed streamlet of the list removes
-// nothing. Only a prefix goes, so a later streamlet never expires first.
-func (c *Channel) expireThrough(id uint64) []role.StreamletRef {
-	k := -1
+// expiring returns how many streamlets expiring through id removes: those
+// up to and including id when it is a closed streamlet of the list, else
+// 0. Only a prefix goes, so a later streamlet never expires first.
+func (c *Channel) expiring(id uint64) int {
 	for i := range c.List {
 		if !c.List[i].Closed {
 			break
 		}
 		if c.List[i].ID == id {
-			k = i
-			break
+			return i + 1
 		}
 	}
-	if k < 0 {
-		return nil
-	}
-	out := slices.Clone(c.List[:k+1])
-	c.List = slices.Delete(c.List, 0, k+1)
+	return 0
+}
+
+// expire removes the first k streamlets (expiring's count) and returns
+// them.
+func (c *Channel) expire(k int) []role.StreamletRef {
+	out := slices.Clone(c.List[:k])
+	c.List = slices.Delete(c.List, 0, k)
 	return out
 }

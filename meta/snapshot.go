@@ -3,8 +3,10 @@ package meta
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sluice-rtm/sluice/internal/mapshrink"
 	"github.com/sluice-rtm/sluice/role"
@@ -28,61 +30,137 @@ import (
 // know (the node then cannot join with that snapshot, rather than guess).
 const snapshotVersion = 1
 
-// AppendSnapshot appends the encoding of the whole state to dst. Called on
-// the applying goroutine (no Apply runs meanwhile), it is a point in time.
-func (s *State) AppendSnapshot(dst []byte) []byte {
-	var all []*Channel
+// Snapshot is a point-in-time copy of a State, taken by State.Snapshot
+// and encoded by Persist or Append (the layout above) on any goroutine,
+// while the state goes on applying commands. It holds the channels as they
+// were: Apply never changes a channel a snapshot may hold, it changes a
+// copy (State.writable). Persist and Append may be called any number of
+// times, concurrently too.
+type Snapshot struct {
+	applied, floor uint64
+	nodes          []string          // sorted
+	instances      map[string]string // a copy
+	chans          []*Channel        // frozen; sorted by name once (sortOnce)
+	sortOnce       sync.Once
+}
+
+// Snapshot captures the state for a snapshot: the applied index, the epoch
+// floor, a copy of the node incarnations and a pointer to every channel,
+// nothing else; the encoding is left to the Snapshot's Persist, off the
+// applying goroutine (with 100,000 channels of six streamlets the
+// encoding took 290-560 ms, during which no command could apply). Called
+// on the applying goroutine (no Apply runs meanwhile), like Apply.
+func (s *State) Snapshot() *Snapshot {
+	p := &Snapshot{applied: s.applied.Load(), floor: s.epochFloor.Load(), chans: make([]*Channel, 0, s.Len())}
+	s.imu.RLock()
+	p.instances = maps.Clone(s.instances)
+	s.imu.RUnlock()
+	p.nodes = slices.Sorted(maps.Keys(p.instances))
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.RLock()
 		for _, c := range sh.m {
-			all = append(all, c)
+			p.chans = append(p.chans, c)
 		}
 		sh.mu.RUnlock()
 	}
-	slices.SortFunc(all, func(a, b *Channel) int { return strings.Compare(a.Name, b.Name) })
-	e := enc{b: dst}
-	e.u8(snapshotVersion)
-	e.u64(s.applied.Load())
-	e.u64(s.epochFloor.Load())
-	s.imu.RLock()
-	nodes := make([]string, 0, len(s.instances))
-	for n := range s.instances {
-		nodes = append(nodes, n)
-	}
-	slices.Sort(nodes)
-	e.u32(uint32(len(nodes)))
-	for _, n := range nodes {
-		e.str8(n)
-		e.str8(s.instances[n])
-	}
-	s.imu.RUnlock()
-	e.u32(uint32(len(all)))
-	for _, c := range all {
-		e.str8(c.Name)
-		e.u64(c.Epoch)
-		e.u64(c.Next)
-		e.u64(c.Seq)
-		e.i64(c.Used)
-		e.u32(uint32(len(c.List)))
-		for _, r := range c.List {
-			e.u64(r.ID)
-			e.set(r.Set())
-			e.u64(r.First)
-			e.u64(r.End)
-			var f uint8
-			if r.Closed {
-				f |= 0x01
-			}
-			if r.Lost {
-				f |= 0x02
-			}
-			e.u8(f)
-			e.i64(r.LeaseEnd)
-			e.i64(r.Expires)
-		}
+	// Every channel held now is frozen: a later change copies it first.
+	s.gen++
+	return p
+}
+
+// AppendSnapshot appends the encoding of the whole state to dst (Snapshot
+// then Append; called on the applying goroutine).
+func (s *State) AppendSnapshot(dst []byte) []byte { return s.Snapshot().Append(dst) }
+
+func (p *Snapshot) sorted() []*Channel {
+	p.sortOnce.Do(func() {
+		slices.SortFunc(p.chans, func(a, b *Channel) int { return strings.Compare(a.Name, b.Name) })
+	})
+	return p.chans
+}
+
+// Len returns how many channels the snapshot holds.
+func (p *Snapshot) Len() int { return len(p.chans) }
+
+// Applied returns the index of the last command the snapshot includes.
+func (p *Snapshot) Applied() uint64 { return p.applied }
+
+// Append appends the snapshot's encoding to dst.
+func (p *Snapshot) Append(dst []byte) []byte {
+	chans := p.sorted()
+	e := enc{b: p.appendHeader(dst)}
+	for _, c := range chans {
+		appendChannel(&e, c)
 	}
 	return e.b
+}
+
+// persistChunk is how many bytes Persist encodes before it writes them.
+const persistChunk = 64 << 10
+
+// Persist writes the snapshot's encoding to w, persistChunk bytes at a
+// time (the whole encoding is never in memory at once).
+func (p *Snapshot) Persist(w io.Writer) error {
+	chans := p.sorted()
+	e := enc{b: p.appendHeader(make([]byte, 0, persistChunk+4<<10))}
+	for _, c := range chans {
+		appendChannel(&e, c)
+		if len(e.b) >= persistChunk {
+			if _, err := w.Write(e.b); err != nil {
+				return fmt.Errorf("meta: writing the snapshot: %w", err)
+			}
+			e.b = e.b[:0]
+		}
+	}
+	if _, err := w.Write(e.b); err != nil {
+		return fmt.Errorf("meta: writing the snapshot: %w", err)
+	}
+	return nil
+}
+
+// Release lets the snapshot's channels go (metalog.Snapshot); the
+// snapshot must not be used afterwards.
+func (p *Snapshot) Release() { p.chans, p.instances = nil, nil }
+
+func (p *Snapshot) appendHeader(dst []byte) []byte {
+	e := enc{b: dst}
+	e.u8(snapshotVersion)
+	e.u64(p.applied)
+	e.u64(p.floor)
+	e.u32(uint32(len(p.nodes)))
+	for _, n := range p.nodes {
+		e.str8(n)
+		e.str8(p.instances[n])
+	}
+	e.u32(uint32(len(p.chans)))
+	return e.b
+}
+
+func appendChannel(e *enc, c *Channel) {
+	e.str8(c.Name)
+	e.u64(c.Epoch)
+	e.u64(c.Next)
+	e.u64(c.Seq)
+	e.i64(c.Used)
+	e.u32(uint32(len(c.List)))
+	for i := range c.List {
+		r := &c.List[i]
+		e.u64(r.ID)
+		e.set(r.Set())
+		e.u64(r.First)
+		e.u64(r.End)
+		var f uint8
+		if r.Closed {
+			f |= 0x01
+		}
+		if r.Lost {
+			f |= 0x02
+		}
+		e.u8(f)
+		e.i64(r.LeaseEnd)
+		e.i64(r.Expires)
+	}
 }
 
 // Restore replaces the whole state with the snapshot read from r (at most
@@ -111,6 +189,7 @@ func (s *State) Restore(r io.Reader, limit int64) error {
 		sh.mu.Unlock()
 	}
 	for _, c := range chans {
+		c.gen = s.gen
 		sh := s.shard(c.Name)
 		sh.mu.Lock()
 		sh.m[c.Name] = c

@@ -50,6 +50,11 @@ type State struct {
 	imu       sync.RWMutex
 	instances map[string]string
 	observe   func(Change)
+	// gen is the snapshot generation, bumped by every Snapshot (applying
+	// goroutine only). A channel made in an earlier generation may be held
+	// by a Snapshot being encoded on another goroutine: it is frozen, and
+	// a command changes a copy of it instead (writable).
+	gen uint64
 }
 
 // Change describes what one command did to one channel, for observers
@@ -205,7 +210,7 @@ func (s *State) create(c *Cmd) (Result, []Change) {
 		sh.mu.Unlock()
 		return ResultConflict, nil
 	}
-	ch := &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time}
+	ch := &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time, gen: s.gen}
 	sh.m[c.Channel] = ch
 	s.count.Add(1)
 	sh.mu.Unlock()
@@ -226,7 +231,7 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 		if c.Epoch <= s.epochFloor.Load() {
 			return ResultConflict, nil
 		}
-		ch = &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time}
+		ch = &Channel{Name: c.Channel, Epoch: c.Epoch, Next: 1, Used: c.Time, gen: s.gen}
 		created = true
 	case !ok || ch.Epoch != c.Epoch || ch.TailID() != c.Tail:
 		return ResultConflict, nil
@@ -237,6 +242,7 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 		}
 	}
 	chg := Change{Channel: c.Channel, Epoch: ch.Epoch, Created: created}
+	ch = s.writable(sh, ch)
 	if _, open := ch.Open(); open {
 		if !ch.closeTail(&c.Seal, c.Time) {
 			return ResultInvalid, nil
@@ -265,6 +271,7 @@ func (s *State) closeCmd(c *Cmd) (Result, []Change) {
 	if o, open := ch.Open(); !open || o.ID != c.Tail {
 		return ResultConflict, nil
 	}
+	ch = s.writable(sh, ch)
 	if !ch.closeTail(&c.Seal, c.Time) {
 		return ResultInvalid, nil
 	}
@@ -280,6 +287,7 @@ func (s *State) holdersCmd(c *Cmd) (Result, []Change) {
 	if !ok || ch.Epoch != c.Epoch {
 		return ResultConflict, nil
 	}
+	ch = s.writable(sh, ch)
 	r, ok := ch.holders(c.Tail, c.Add, c.Remove)
 	if !ok {
 		return ResultConflict, nil
@@ -318,6 +326,10 @@ func (s *State) nodeGoneCmd(c *Cmd) (Result, []Change) {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for name, ch := range sh.m {
+			if !ch.holdsClosed(c.Node) {
+				continue
+			}
+			ch = s.writable(sh, ch) // (replacing an existing key while ranging is allowed)
 			if changed := ch.nodeGone(c.Node); len(changed) > 0 {
 				for k := range changed {
 					changed[k] = cloneRef(changed[k])
@@ -336,8 +348,9 @@ func (s *State) expireCmd(c *Cmd) (Result, []Change) {
 		sh := s.shard(ref.Channel)
 		sh.mu.Lock()
 		if ch, ok := sh.m[ref.Channel]; ok && ch.Epoch == ref.Epoch {
-			if freed := ch.expireThrough(ref.ID); len(freed) > 0 {
-				changes = append(changes, Change{Channel: ref.Channel, Epoch: ch.Epoch, Freed: freed})
+			if k := ch.expiring(ref.ID); k > 0 {
+				ch = s.writable(sh, ch)
+				changes = append(changes, Change{Channel: ref.Channel, Epoch: ch.Epoch, Freed: ch.expire(k)})
 			}
 		}
 		sh.mu.Unlock()
@@ -359,6 +372,23 @@ func (s *State) dropCmd(c *Cmd) (Result, []Change) {
 		sh.mu.Unlock()
 	}
 	return ResultOK, changes
+}
+
+// writable returns ch to change in place, or, when ch was made before the
+// last Snapshot (which may be encoding it on another goroutine), a copy
+// that replaces it in sh, which the caller holds locked. The copy shares
+// the entries' replica slices: they are never changed in place, only
+// replaced (setReplicas). So a channel is copied at most once per
+// snapshot, and only when a command changes it.
+func (s *State) writable(sh *shard, ch *Channel) *Channel {
+	if ch.gen == s.gen {
+		return ch
+	}
+	c := *ch
+	c.List = slices.Clone(ch.List)
+	c.gen = s.gen
+	sh.m[c.Name] = &c
+	return &c
 }
 
 func cloneRef(r role.StreamletRef) role.StreamletRef {
