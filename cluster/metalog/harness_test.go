@@ -25,8 +25,11 @@ import (
 const testTimeout = 30 * time.Second
 
 type testCluster struct {
-	t      testing.TB
-	mod    func(*Config)
+	t   testing.TB
+	mod func(*Config)
+	// newApp, if set, makes each node's state machine instead of a kvFSM
+	// (testNode.app; testNode.fsm is then nil).
+	newApp func() FSM
 	logger *slog.Logger
 	base   string // the nodes' data directories are under it
 
@@ -39,6 +42,7 @@ type testNode struct {
 	name string
 	dir  string // "" in memory
 	fsm  *kvFSM
+	app  FSM // the state machine: fsm, or testCluster.newApp's
 	log  *Raft
 }
 
@@ -107,7 +111,12 @@ func (c *testCluster) start(name string, persist bool, mod func(*Config)) *testN
 		c.nodes[name] = n
 	}
 	c.mu.Unlock()
-	n.fsm = newKV()
+	if c.newApp != nil {
+		n.fsm, n.app = nil, c.newApp()
+	} else {
+		n.fsm = newKV()
+		n.app = n.fsm
+	}
 	cfg := testConfig(name, n.dir)
 	cfg.OnAdvert = func(a Advert) { c.advert(name, a) }
 	if c.mod != nil {
@@ -116,7 +125,7 @@ func (c *testCluster) start(name string, persist bool, mod func(*Config)) *testN
 	if mod != nil {
 		mod(&cfg)
 	}
-	r, err := NewRaft(cfg, n.fsm)
+	r, err := NewRaft(cfg, n.app)
 	if err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
 	}
@@ -187,6 +196,9 @@ func (c *testCluster) shutdown(n *testNode) {
 	}
 	if k := r.Running(); k != 0 {
 		c.t.Errorf("%s: %d of its goroutines outlived Shutdown", n.name, k)
+	}
+	if n.fsm == nil {
+		return
 	}
 	if err := n.fsm.err(); err != nil {
 		c.t.Errorf("%s: %v", n.name, err)

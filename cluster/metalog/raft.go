@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -88,6 +89,12 @@ func openStores(cfg Config) (stores, error) {
 	if err != nil {
 		return stores{}, fmt.Errorf("metalog: opening the log in %s: %w", walDir, err)
 	}
+	// The WAL's metadata database is locked now: no other process uses
+	// the directory, and no snapshot of this one is being written.
+	if err := removePartialSnapshots(filepath.Join(cfg.DataDir, snapshotsDir)); err != nil {
+		_ = w.Close()
+		return stores{}, err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, newHCLog(cfg.Logger, "raft-snapshot"))
 	if err != nil {
 		_ = w.Close()
@@ -108,6 +115,35 @@ func openStores(cfg Config) (stores, error) {
 // logCacheEntries is how many of the newest entries the log cache keeps:
 // two full AppendEntries (as Consul keeps 512 at its 256 per append).
 func logCacheEntries(cfg Config) int { return 2 * cfg.MaxAppendEntries }
+
+// snapshotsDir is where raft's file snapshot store keeps its snapshots,
+// under the data directory: one directory each, named term-index-time,
+// with a ".tmp" suffix while it is written (taken here or installed from
+// the leader).
+const snapshotsDir = "snapshots"
+
+// removePartialSnapshots removes the snapshots a crash left half written
+// in dir. raft's store skips them but never removes them (it reaps only
+// complete snapshots beyond SnapshotRetain), so each kill during a
+// snapshot's write or install would leave one behind for good: with
+// 100,000 channels about 42 MB each.
+func removePartialSnapshots(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("metalog: snapshot directory: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasSuffix(e.Name(), ".tmp") {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("metalog: removing a partial snapshot: %w", err)
+			}
+		}
+	}
+	return nil
+}
 
 // NewRaft starts this node's Raft log over fsm: it opens the stores, takes
 // or draws the server id, listens on cfg.Bind, and starts raft. A node
