@@ -64,8 +64,8 @@ func TestOpenStores_RemovesPartialSnapshots(t *testing.T) {
 	c.newApp = func() FSM { return newMetaFSM() }
 	n := c.start("a", true, func(cfg *Config) { cfg.DataDir = dir })
 	l := c.leader()
-	pr := newProposer(metaload.New(metaload.Config{Channels: 50}))
-	pr.run(t, l.log, 20, 4)
+	pr := newProposer(metaload.New(metaload.Config{Channels: 50}), func() Log { return l.log })
+	pr.run(t, 20, 0, 4)
 	waitFor(t, testTimeout, "a snapshot", func() bool { return n.log.Status().SnapshotIndex > 0 })
 	c.kill(n)
 	partial := filepath.Join(dir, snapshotsDir, "3-999-1765000000000.tmp")
@@ -103,11 +103,11 @@ func TestRaft_LogAndDataDirStayBounded(t *testing.T) {
 	c.newApp = func() FSM { return newMetaFSM() }
 	a := c.start("a", true, nil)
 	l := c.leader()
-	pr := newProposer(metaload.New(metaload.Config{Channels: 1000, Keep: 4, ExpireBatch: 32}))
+	pr := newProposer(metaload.New(metaload.Config{Channels: 1000, Keep: 4, ExpireBatch: 32}), func() Log { return l.log })
 	var prevFirst, last uint64
 	var d diskUse
 	for round := range rounds {
-		last = pr.run(t, l.log, perRound, 16)
+		last = pr.run(t, perRound, 0, 16)
 		var st Status
 		waitFor(t, testTimeout, "the snapshotter to catch up", func() bool {
 			st = a.log.Status()

@@ -25,7 +25,7 @@ type metaFSM struct {
 	// eager encodes the whole state in Snapshot, on the FSM goroutine (how
 	// package cluster took snapshots before meta.State.Snapshot): the
 	// benchmarks compare it in the same run.
-	eager bool
+	eager atomic.Bool
 
 	mu       sync.Mutex
 	captures []time.Duration // Snapshot: the time no command could apply
@@ -40,7 +40,7 @@ func (f *metaFSM) Apply(index uint64, cmd []byte) []byte { return f.st.Apply(ind
 func (f *metaFSM) Snapshot() (Snapshot, error) {
 	start := time.Now()
 	var s Snapshot
-	if f.eager {
+	if f.eager.Load() {
 		s = eagerSnapshot(f.st.AppendSnapshot(nil))
 	} else {
 		s = f.st.Snapshot()
@@ -107,52 +107,89 @@ func dump(st *meta.State) string {
 	return b.String()
 }
 
-// proposer proposes a metaload stream through a log from several
-// goroutines (group commit), recording each entry's length by index.
+// proposer proposes a metaload stream through the leader from several
+// goroutines (group commit), recording each entry's length by index. A
+// proposal that fails because the leadership moved is retried on the new
+// leader.
 type proposer struct {
+	leader func() Log // the current leader, waited for
+	cur    atomic.Pointer[Log]
+
 	mu        sync.Mutex
 	load      *metaload.Load
 	sizes     map[uint64]int // index -> command length
 	conflicts atomic.Int64   // results other than OK (a rollover overtaken by the next, which cannot happen with fewer commands in flight than channels)
+	retries   atomic.Int64   // proposals retried on a new leader
+	last      atomic.Uint64  // the highest index committed
 }
 
-func newProposer(l *metaload.Load) *proposer {
-	return &proposer{load: l, sizes: make(map[uint64]int)}
+func newProposer(l *metaload.Load, leader func() Log) *proposer {
+	pr := &proposer{leader: leader, load: l, sizes: make(map[uint64]int)}
+	lead := leader()
+	pr.cur.Store(&lead)
+	return pr
 }
 
-// run proposes n commands from p goroutines through log (which must lead)
-// and returns the last index committed.
-func (pr *proposer) run(tb testing.TB, log Log, n, p int) uint64 {
+// next returns the next command, or false once the load has made opens
+// OPENs (0: no limit).
+func (pr *proposer) next(opens uint64) ([]byte, bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if opens > 0 && pr.load.Opens() >= opens {
+		return nil, false
+	}
+	c := pr.load.Next()
+	return meta.AppendCmd(nil, &c), true
+}
+
+// propose proposes b through the leader until it is committed.
+func (pr *proposer) propose(b []byte) error {
+	for try := 0; ; try++ {
+		l := pr.cur.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		res, idx, err := (*l).Propose(ctx, b)
+		cancel()
+		if err == nil {
+			if meta.Result(res[0]) != meta.ResultOK {
+				pr.conflicts.Add(1)
+			}
+			pr.mu.Lock()
+			pr.sizes[idx] = len(b)
+			pr.mu.Unlock()
+			for old := pr.last.Load(); idx > old && !pr.last.CompareAndSwap(old, idx); old = pr.last.Load() {
+			}
+			return nil
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeadershipLost) || try == 10 {
+			return err
+		}
+		pr.retries.Add(1)
+		lead := pr.leader()
+		pr.cur.CompareAndSwap(l, &lead)
+	}
+}
+
+// run proposes n commands (or, with n 0, until the load has made opens
+// OPENs) from p goroutines and returns the last index committed.
+func (pr *proposer) run(tb testing.TB, n int, opens uint64, p int) uint64 {
 	tb.Helper()
 	var left atomic.Int64
 	left.Store(int64(n))
-	var last atomic.Uint64
 	var wg sync.WaitGroup
 	var emu sync.Mutex
 	var errs []error
 	for range p {
 		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				pr.mu.Lock()
-				c := pr.load.Next()
-				pr.mu.Unlock()
-				b := meta.AppendCmd(nil, &c)
-				ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-				res, idx, err := log.Propose(ctx, b)
-				cancel()
-				if err != nil {
+			for n == 0 || left.Add(-1) >= 0 {
+				b, ok := pr.next(opens)
+				if !ok {
+					return
+				}
+				if err := pr.propose(b); err != nil {
 					emu.Lock()
 					errs = append(errs, err)
 					emu.Unlock()
 					return
-				}
-				if meta.Result(res[0]) != meta.ResultOK {
-					pr.conflicts.Add(1)
-				}
-				pr.mu.Lock()
-				pr.sizes[idx] = len(b)
-				pr.mu.Unlock()
-				for old := last.Load(); idx > old && !last.CompareAndSwap(old, idx); old = last.Load() {
 				}
 			}
 		})
@@ -161,7 +198,7 @@ func (pr *proposer) run(tb testing.TB, log Log, n, p int) uint64 {
 	if err := errors.Join(errs...); err != nil {
 		tb.Fatalf("propose: %v", err)
 	}
-	return last.Load()
+	return pr.last.Load()
 }
 
 // bytesIn returns the command bytes proposed at indexes first..last, and
