@@ -68,6 +68,10 @@ type dec struct {
 	off  int
 	what string
 	err  error
+	// names, when set, interns the names of sets (nodes): a snapshot
+	// repeats a few node names in every streamlet, so each is allocated
+	// once, not once per streamlet.
+	names map[string]string
 }
 
 func (d *dec) need(n int, field string) bool {
@@ -142,6 +146,30 @@ func (d *dec) str8(field string) string {
 	return s
 }
 
+// setName reads a name of a set: name, interned in d.names if set.
+func (d *dec) setName(field string) string {
+	if d.names == nil {
+		return d.name(field)
+	}
+	off := d.off
+	n := int(d.u8(field + " length"))
+	if !d.need(n, field) {
+		return ""
+	}
+	if n == 0 {
+		d.failf("%s at offset %d is empty", field, off)
+		return ""
+	}
+	b := d.b[d.off : d.off+n]
+	d.off += n
+	if s, ok := d.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.names[s] = s
+	return s
+}
+
 // name reads a non-empty name.
 func (d *dec) name(field string) string {
 	off := d.off
@@ -165,7 +193,7 @@ func (d *dec) set(field string) []string {
 	}
 	out := make([]string, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
-		s := d.name(field)
+		s := d.setName(field)
 		for _, o := range out {
 			if o == s {
 				d.failf("%s at offset %d names %q twice", field, off, s)

@@ -18,7 +18,8 @@ import (
 // restore-ms Restore, and eager-ms the old way, the whole encoding on the
 // applying goroutine (AppendSnapshot into a fresh buffer). heap-MB is
 // what the state holds (live heap after the build, less before),
-// snapshot-MB its encoding.
+// restored-heap-MB what a state restored from the snapshot holds,
+// snapshot-MB the encoding.
 func BenchmarkState100k(b *testing.B) {
 	const chans = 100_000
 	var m0, m1 runtime.MemStats
@@ -62,6 +63,18 @@ func BenchmarkState100k(b *testing.B) {
 			b.Fatalf("restored %d channels", r.Len())
 		}
 	}
+	// What a restored state holds (a restarted node's).
+	var m2, m3 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m2)
+	r := meta.New()
+	if err := r.Restore(bytes.NewReader(buf.Bytes()), 1<<30); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m3)
+	b.ReportMetric(float64(m3.HeapAlloc-m2.HeapAlloc)/1e6, "restored-heap-MB")
+	runtime.KeepAlive(r)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
 	b.ReportMetric(ms(capture), "capture-ms")
 	b.ReportMetric(ms(persist), "persist-ms")

@@ -218,6 +218,7 @@ func decodeSnapshot(b []byte) (applied, floor uint64, inst map[string]string, ch
 		}
 		inst[n], prevNode = v, n
 	}
+	d.names = make(map[string]string)
 	// A channel takes at least 1+1+8+8+8+8+4 bytes.
 	n := d.count("channel count", 1<<31-1, 38)
 	if d.err != nil {
@@ -262,7 +263,13 @@ func decodeChannel(d *dec) *Channel {
 	for j := 0; j < m && d.err == nil; j++ {
 		r := &c.List[j]
 		r.ID = d.u64("streamlet id")
-		setReplicas(r, d.set("replicas"))
+		// The set is the decoder's own: held as it is, not copied.
+		if set := d.set("replicas"); len(set) > 0 {
+			r.Host = set[0]
+			if len(set) > 1 {
+				r.Replicas = set
+			}
+		}
 		r.First = d.u64("first")
 		r.End = d.u64("end")
 		off := d.off
