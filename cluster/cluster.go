@@ -26,12 +26,12 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster/metalog"
+	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/owned"
 	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/membership"
 	"github.com/sluice-rtm/sluice/meta"
-	"github.com/sluice-rtm/sluice/placement"
 	"github.com/sluice-rtm/sluice/role"
 )
 
@@ -164,8 +164,7 @@ type Config struct {
 	Cut func(peer string) bool
 }
 
-// Cluster is the node's cluster layer. Safe for concurrent use; mu guards
-// the view and the links and is never held across network I/O.
+// Cluster is the node's cluster layer. Safe for concurrent use.
 type Cluster struct {
 	cfg      Config
 	self     string
@@ -193,20 +192,15 @@ type Cluster struct {
 	appliedMu sync.Mutex
 	applied   chan struct{}
 
+	// view is the membership as this node sees it, with its decisions
+	// (package cluster/view).
+	view *view.View
+
+	// mu guards the links; it is never held across network I/O.
 	mu      sync.RWMutex
-	members map[string]member // alive members, self included
-	down    map[string]int64  // node -> unix ns until which it is kept out
-	snap    *placement.Snapshot
-	others  *placement.Snapshot // without this node, for host choices
 	links   map[string]*Link
 	dialing map[string]*dial // dials in progress, by node
-	// unreach marks the members whose link last failed, until a link to
-	// them is made again: the heartbeat dials them (redial).
-	unreach map[string]bool
-	stopped bool // Shutdown or Halt ran
 
-	meta    nodeMeta // guarded by metaMu
-	metaMu  sync.Mutex
 	changed chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup // run, heartbeats, the leader watcher, the interest worker, redial
@@ -235,9 +229,8 @@ type Cluster struct {
 	// redialing is set while redial's dialer runs.
 	lastBeat  int64
 	redialing atomic.Bool
-	// draining is set by StartDrain; drainReq is signalled by OP_DRAIN
-	// (drain.go); copyTable holds the copies being made here.
-	draining atomic.Bool
+	// drainReq is signalled by OP_DRAIN (drain.go); copyTable holds the
+	// copies being made here.
 	drainReq chan struct{}
 	copyTable
 }
@@ -270,9 +263,10 @@ func New(cfg Config) *Cluster {
 	}
 	c := &Cluster{cfg: cfg, self: cfg.Self, instance: cfg.Instance, opts: o, host: cfg.Host,
 		st: cfg.State, gw: cfg.Gateway, log: cfg.Log, applied: make(chan struct{}),
-		members: make(map[string]member), down: make(map[string]int64), links: make(map[string]*Link),
-		dialing: make(map[string]*dial), unreach: make(map[string]bool), changed: make(chan struct{}, 1), stop: make(chan struct{}),
+		links: make(map[string]*Link), dialing: make(map[string]*dial), changed: make(chan struct{}, 1), stop: make(chan struct{}),
 		drainReq: make(chan struct{}, 1), copyTable: copyTable{copies: make(map[uint64]*pendingCopy)}}
+	c.view = view.New(view.Config{Self: cfg.Self, Instance: cfg.Instance, Recorded: cfg.State.Instance, Clock: cfg.Clock,
+		GoneAfter: c.goneAfter()})
 	c.interests.init()
 	c.leadState.init()
 	c.host.SetIDSource(idSource{c}, c.rpcTimeout())
@@ -317,11 +311,13 @@ func (c *Cluster) Start(clientAddr string) error {
 		return err
 	}
 	adv := rl.Advert()
-	c.meta = nodeMeta{Client: c.clientAddr, Cap: o.Capacity, Inst: c.instance, Raft: adv.Addr, SID: adv.ServerID, Boot: adv.Bootstrapped,
-		Svc: c.cfg.Service != nil}
+	c.view.UpdateLocal(func(m *view.Meta) {
+		*m = view.Meta{Client: c.clientAddr, Cap: o.Capacity, Inst: c.instance, Raft: adv.Addr, SID: adv.ServerID, Boot: adv.Bootstrapped,
+			Svc: c.cfg.Service != nil}
+	})
 	ml, err := membership.Start(membership.Config{
 		Name: c.self, BindAddr: o.Listen, AdvertiseAddr: o.Advertise, Join: o.Join,
-		Secret: []byte(o.Secret), Meta: c.encodeMeta,
+		Secret: []byte(o.Secret), Meta: c.view.EncodeLocal,
 		OnChange: func(membership.Event) { c.poke() },
 		Logger:   c.log,
 	})
@@ -350,9 +346,6 @@ func (c *Cluster) poke() {
 // Shutdown leaves the membership, stops the metadata log and closes the
 // links. Every goroutine the cluster started has ended when it returns.
 func (c *Cluster) Shutdown() {
-	c.mu.Lock()
-	c.stopped = true
-	c.mu.Unlock()
 	close(c.stop)
 	if ml := c.ml.Load(); ml != nil {
 		if err := ml.Leave(time.Second); err != nil {
@@ -381,9 +374,6 @@ func (c *Cluster) Shutdown() {
 // Halt stops the cluster layer as a crash would: no membership leave, the
 // links are left to the caller's event loops to close. For fault tests.
 func (c *Cluster) Halt() {
-	c.mu.Lock()
-	c.stopped = true
-	c.mu.Unlock()
 	close(c.stop)
 	if ml := c.ml.Load(); ml != nil {
 		_ = ml.Shutdown()

@@ -154,88 +154,11 @@ func TestNodeOps_CountsBoundedByTheBody(t *testing.T) {
 	}
 }
 
-// testCluster is a view of members (name to its message rate), every one
-// recorded in the state with its incarnation, except those named "-NAME"
-// in down; the others in down are marked down.
-func testCluster(self string, members map[string]float64, down ...string) *Cluster {
-	st := meta.New()
-	c := &Cluster{self: self, instance: "i-" + self, st: st, members: make(map[string]member), down: make(map[string]int64)}
-	unrecorded := map[string]bool{}
-	for _, n := range down {
-		if n[0] == '-' {
-			unrecorded[n[1:]] = true
-		} else {
-			c.down[n] = 1 << 62
-		}
-	}
-	for name, load := range members {
-		c.members[name] = member{Name: name, Cap: 1, Load: nodeMeta{MsgsIn: load, Inst: "i-" + name}}
-		if !unrecorded[name] {
-			st.ApplyCmd(st.Applied()+1, &meta.Cmd{Kind: meta.KindNodeGone, Node: name, Instance: "i-" + name})
-		}
-	}
-	c.rebuildSnap()
-	return c
-}
-
 // nopTransport enrolls nothing (a cluster of one dials no link).
 type nopTransport struct{}
 
 func (nopTransport) Enroll(net.Conn, Enrolled, time.Time) error {
 	return errors.New("cluster test: no event loops")
-}
-
-// TestChoose_HostOfANewStreamlet: the host of a new streamlet is another
-// node than the manager (the leader) whenever there is one, never an
-// excluded, down or unrecorded node, the manager itself only when it is
-// alone, and none when every node is excluded.
-func TestChoose_HostOfANewStreamlet(t *testing.T) {
-	three := map[string]float64{"a": 0, "b": 0, "c": 0}
-	for _, tc := range []struct {
-		name    string
-		members map[string]float64
-		down    []string
-		exclude []string
-		want    []string // acceptable answers; nil: none
-	}{
-		{"three nodes: not the manager", three, nil, nil, []string{"b", "c"}},
-		{"one excluded", three, nil, []string{"b"}, []string{"c"}},
-		{"one down", three, []string{"c"}, nil, []string{"b"}},
-		{"one not recorded", three, []string{"-b"}, nil, []string{"c"}},
-		{"others excluded: the manager", three, nil, []string{"b", "c"}, []string{"a"}},
-		{"alone", map[string]float64{"a": 0}, nil, nil, []string{"a"}},
-		{"everyone excluded", three, nil, []string{"a", "b", "c"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := testCluster("a", tc.members, tc.down...)
-			for seq := uint64(0); seq < 50; seq++ {
-				got, ok := c.choose("ch", seq, manager.Load{}, tc.exclude)
-				if tc.want == nil {
-					if ok {
-						t.Fatalf("seq %d: chose %q, want none", seq, got)
-					}
-					continue
-				}
-				if !ok || !slices.Contains(tc.want, got) {
-					t.Fatalf("seq %d: chose %q (%v), want one of %v", seq, got, ok, tc.want)
-				}
-			}
-		})
-	}
-}
-
-// TestChoose_RotatesAHotChannel: consecutive streamlets of one channel
-// spread over the other nodes (the placement key includes the sequence).
-func TestChoose_RotatesAHotChannel(t *testing.T) {
-	c := testCluster("a", map[string]float64{"a": 0, "b": 0, "c": 0, "d": 0})
-	seen := map[string]int{}
-	for seq := uint64(0); seq < 60; seq++ {
-		n, _ := c.choose("hot", seq, manager.Load{MsgsPerSec: 1e5}, nil)
-		seen[n]++
-	}
-	if len(seen) < 2 || seen["a"] != 0 {
-		t.Fatalf("streamlets on %v, want at least two nodes and never the manager a", seen)
-	}
 }
 
 type nopGateway struct{}

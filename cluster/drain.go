@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/meta"
 	"github.com/sluice-rtm/sluice/role"
@@ -15,7 +16,7 @@ import (
 
 // Graceful drain and streamlet copies (DESIGN.md, "Drain and copies").
 //
-// A draining node gossips it (nodeMeta.Drain), so every view, its own
+// A draining node gossips it (view.Meta.Drain), so every view, its own
 // included, marks it placement.Draining: it gets no new streamlet. Its host
 // takes no new streamlets and seals the open ones (host.SetDraining); if it
 // is a voter of the metadata log it is demoted, and if it leads, it hands
@@ -31,12 +32,10 @@ import (
 // StartDrain puts the node in lame-duck mode: it gossips that it drains,
 // and its own view marks it Draining at once. Idempotent.
 func (c *Cluster) StartDrain() {
-	if c.draining.Swap(true) {
+	if c.view.SetDraining() {
 		return
 	}
-	c.metaMu.Lock()
-	c.meta.Drain = true
-	c.metaMu.Unlock()
+	c.view.UpdateLocal(func(m *view.Meta) { m.Drain = true })
 	if ml := c.ml.Load(); ml != nil {
 		if err := ml.UpdateMeta(time.Second); err != nil {
 			c.log.Warn("sluice cluster: gossiping the drain", "err", err)
@@ -46,26 +45,9 @@ func (c *Cluster) StartDrain() {
 	c.log.Info("sluice cluster: draining: no new streamlets or channels here; what this node holds is copied to others", "node", c.self)
 }
 
-// Draining reports whether StartDrain ran.
-func (c *Cluster) Draining() bool { return c.draining.Load() }
-
 // DrainRequested is signalled when a peer or `sluice cluster drain` asks
 // this node to drain (OP_DRAIN); the server then drains and exits.
 func (c *Cluster) DrainRequested() <-chan struct{} { return c.drainReq }
-
-// usableOthers counts the live members other than this node that do not
-// drain: the nodes a draining node's streamlets can go to.
-func (c *Cluster) usableOthers() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	n := 0
-	for name, m := range c.members {
-		if _, down := c.down[name]; name != c.self && !down && !m.Load.Drain {
-			n++
-		}
-	}
-	return n
-}
 
 // drainPending counts the streamlets of one channel that this node (self)
 // holds, as its host reports them (hs), whose data is nowhere else yet,
@@ -101,7 +83,7 @@ func drainPending(self string, hs []role.Hosted, info role.ChannelInfo, found bo
 // state. noTarget is set when no other usable node can take them: a drain
 // then has nothing to wait for. Any goroutine; it does not wait.
 func (c *Cluster) DrainLeft() (left int, noTarget bool) {
-	if c.usableOthers() == 0 {
+	if c.view.UsableOthers() == 0 {
 		return 0, true
 	}
 	for _, ch := range c.host.Channels() {
@@ -111,7 +93,7 @@ func (c *Cluster) DrainLeft() (left int, noTarget bool) {
 		if found {
 			info = cur.Info(0)
 		}
-		left += drainPending(c.self, hs, info, found, c.usable)
+		left += drainPending(c.self, hs, info, found, c.view.Usable)
 	}
 	return left, false
 }
@@ -333,10 +315,7 @@ func (c *Cluster) serveDrain(node string) error {
 		}
 		return nil
 	}
-	c.mu.RLock()
-	_, ok := c.members[node]
-	c.mu.RUnlock()
-	if !ok {
+	if !c.view.Live(node) {
 		return fmt.Errorf("cluster: %q is not a live member", node)
 	}
 	var e wire.NodeEnc

@@ -104,14 +104,7 @@ func (c *Cluster) redial() {
 	if !c.redialing.CompareAndSwap(false, true) {
 		return
 	}
-	c.mu.RLock()
-	var todo []string
-	for name := range c.members {
-		if name != c.self && c.unreach[name] {
-			todo = append(todo, name)
-		}
-	}
-	c.mu.RUnlock()
+	todo := c.view.Unreached()
 	if len(todo) == 0 {
 		c.redialing.Store(false)
 		return

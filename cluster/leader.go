@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster/metalog"
+	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/meta"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -45,15 +45,10 @@ type leadState struct {
 	away          atomic.Bool
 	// reconcile wakes watchLeader (membership changed).
 	reconcile chan struct{}
-	// deadSince is when each member that is not live was first seen so
-	// (the watcher's and refresh's; under deadMu).
-	deadMu    sync.Mutex
-	deadSince map[string]int64
 }
 
 func (ls *leadState) init() {
 	ls.reconcile = make(chan struct{}, 1)
-	ls.deadSince = make(map[string]int64)
 	empty := ""
 	ls.lastLeader.Store(&empty)
 }
@@ -84,36 +79,6 @@ func (c *Cluster) goneAfter() time.Duration {
 // routine pause, partition or slow restart, short enough that a node that
 // never returns ends in explicit gaps within a minute.
 const defaultNodeGoneAfter = time.Minute
-
-// deadFor reports how long node has been out of the live membership as
-// this node saw it (0 while live or never seen dead).
-func (c *Cluster) deadFor(node string) time.Duration {
-	c.deadMu.Lock()
-	defer c.deadMu.Unlock()
-	since, ok := c.deadSince[node]
-	if !ok {
-		return 0
-	}
-	return time.Duration(c.now().UnixNano() - since)
-}
-
-// noteDead records when the members that left the live view were first
-// seen out of it, and forgets those back in it (refresh).
-func (c *Cluster) noteDead(live map[string]bool, known []string) {
-	now := c.now().UnixNano()
-	c.deadMu.Lock()
-	defer c.deadMu.Unlock()
-	for name := range c.deadSince {
-		if live[name] {
-			delete(c.deadSince, name)
-		}
-	}
-	for _, name := range known {
-		if _, seen := c.deadSince[name]; !live[name] && !seen {
-			c.deadSince[name] = now
-		}
-	}
-}
 
 // awayAfter is how long a node stays without a leader before it sends its
 // clients elsewhere: well past an election.
@@ -175,9 +140,7 @@ func (c *Cluster) startLog() (*metalog.Raft, error) {
 
 // onAdvert gossips the log's new advert (it joined a cluster).
 func (c *Cluster) onAdvert(a metalog.Advert) {
-	c.metaMu.Lock()
-	c.meta.Raft, c.meta.SID, c.meta.Boot = a.Addr, a.ServerID, a.Bootstrapped
-	c.metaMu.Unlock()
+	c.view.UpdateLocal(func(m *view.Meta) { m.Raft, m.SID, m.Boot = a.Addr, a.ServerID, a.Bootstrapped })
 	if !c.Go(c.gossipMeta) {
 		c.log.Warn("sluice cluster: gossiping the metadata log's advert was dropped (pool full); the next load report carries it")
 	}
@@ -342,20 +305,17 @@ func (c *Cluster) RefusesClients() bool { return c.away.Load() }
 // is not usable.
 func (c *Cluster) reconcileNodes() {
 	rec := c.st.Instances()
-	c.mu.RLock()
-	live := make(map[string]string, len(c.members))
-	alive := make(map[string]bool, len(c.members))
-	for name, m := range c.members {
-		live[name], alive[name] = m.Load.Inst, true
+	live := c.view.Incarnations()
+	alive := make(map[string]bool, len(live))
+	for name := range live {
+		alive[name] = true
 	}
-	c.mu.RUnlock()
-	live[c.self], alive[c.self] = c.instance, true
 	var recorded []string
 	for name := range rec {
 		recorded = append(recorded, name)
 	}
-	c.noteDead(alive, recorded)
-	for _, ch := range incarnationChanges(rec, live, c.deadFor, c.goneAfter()) {
+	c.view.NoteDead(alive, recorded)
+	for _, ch := range incarnationChanges(rec, live, c.view.DeadFor, c.goneAfter()) {
 		c.nodeGone(ch.node, ch.next)
 	}
 }

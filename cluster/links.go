@@ -24,9 +24,8 @@ func (c *Cluster) linkTo(node string, force bool) *Link {
 		c.mu.Unlock()
 		return l
 	}
-	m, ok := c.members[node]
-	_, down := c.down[node]
-	if !ok || (down && !force) {
+	addr, ok := c.view.Dialable(node, force)
+	if !ok {
 		c.mu.Unlock()
 		return nil
 	}
@@ -40,18 +39,16 @@ func (c *Cluster) linkTo(node string, force bool) *Link {
 	d := &dial{done: make(chan struct{})}
 	c.dialing[node] = d
 	c.mu.Unlock()
-	l, err := c.dialLink(node, m.Client, c.rpcTimeout())
+	l, err := c.dialLink(node, addr, c.rpcTimeout())
 	c.mu.Lock()
 	delete(c.dialing, node)
 	if err == nil {
 		c.links[node] = l
-		delete(c.unreach, node)
-		if _, down := c.down[node]; down && force {
-			delete(c.down, node)
-			c.rebuildSnap()
-		}
 	}
 	c.mu.Unlock()
+	if err == nil {
+		c.view.Reached(node, force)
+	}
 	d.l = l // nil on failure; read by the waiters after done is closed
 	close(d.done)
 	if err != nil {
@@ -110,20 +107,15 @@ func (c *Cluster) linkClosed(l *Link, err error) {
 	c.markDown(l.node)
 }
 
-// markDown keeps node out of placement for downFor (until a link to it
-// is made again) and ends the copies this node reads from it where they
-// are: the readers read them again, from another replica or later. It
-// says nothing of what node holds: only the leader, from the membership,
-// decides that a node is gone (leader.go).
+// markDown keeps node out of placement for view.DownFor (until a link to
+// it is made again) and ends the copies this node reads from it where
+// they are: the readers read them again, from another replica or later.
+// It says nothing of what node holds: only the leader, from the
+// membership, decides that a node is gone (leader.go).
 func (c *Cluster) markDown(node string) {
-	if node == c.self {
+	if !c.view.MarkDown(node) {
 		return
 	}
-	c.mu.Lock()
-	c.down[node] = c.now().Add(downFor).UnixNano()
-	c.unreach[node] = true
-	c.rebuildSnap()
-	c.mu.Unlock()
 	c.gw.HostDown(node)
 	c.endCopies(node)
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 
+	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -38,14 +39,8 @@ type Service interface {
 // heartbeat's verdict applies.
 func (c *Cluster) Call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
 	l := c.existingLink(node)
-	if l == nil {
-		c.mu.RLock()
-		_, member := c.members[node]
-		_, down := c.down[node]
-		c.mu.RUnlock()
-		if member && !down {
-			l = c.linkTo(node, true)
-		}
+	if l == nil && c.view.Reachable(node) {
+		l = c.linkTo(node, true)
 	}
 	if l == nil {
 		return nil, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
@@ -64,15 +59,15 @@ func (c *Cluster) serveService(peer string, op wire.NodeOp, body []byte) (uint8,
 // tellService gives Config.Service the live members that answer service
 // ops (refresh): a node of a version without them (during a rolling
 // upgrade) would end the link on an op it does not know.
-func (c *Cluster) tellService(seen map[string]member) {
+func (c *Cluster) tellService(live []view.Member) {
 	if c.cfg.Service == nil {
 		return
 	}
-	alive := make([]string, 0, len(seen)+1)
+	alive := make([]string, 0, len(live)+1)
 	alive = append(alive, c.self)
-	for name, m := range seen {
-		if name != c.self && m.Load.Svc {
-			alive = append(alive, name)
+	for _, m := range live {
+		if m.Name != c.self && m.Meta.Svc {
+			alive = append(alive, m.Name)
 		}
 	}
 	c.cfg.Service.Members(alive)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -21,16 +22,16 @@ func (r *recService) Members(alive []string) { r.alive = append(r.alive, alive) 
 func TestServiceMembersOnlyThoseThatAnswer(t *testing.T) {
 	rec := &recService{}
 	c := &Cluster{self: "a", cfg: Config{Service: rec}}
-	c.tellService(map[string]member{
-		"a": {Name: "a"},
-		"b": {Name: "b", Load: nodeMeta{Svc: true}},
-		"c": {Name: "c"},
+	c.tellService([]view.Member{
+		{Name: "a"},
+		{Name: "b", Meta: view.Meta{Svc: true}},
+		{Name: "c"},
 	})
 	if len(rec.alive) != 1 || !slices.Equal(slices.Sorted(slices.Values(rec.alive[0])), []string{"a", "b"}) {
 		t.Fatalf("Members got %v, want [a b]", rec.alive)
 	}
 	bare := &Cluster{self: "a"}
-	bare.tellService(map[string]member{"b": {Name: "b", Load: nodeMeta{Svc: true}}})
+	bare.tellService([]view.Member{{Name: "b", Meta: view.Meta{Svc: true}}})
 	if st, _, _ := bare.serveService("b", wire.OpPresenceSync, nil); st != wire.NodeBadOp {
 		t.Fatalf("a node without a service answered %d", st)
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 
+	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/membership"
 )
 
@@ -75,32 +76,18 @@ func (c *Cluster) Status() Status {
 			st.Raft.NonVoters = append(st.Raft.NonVoters, v.Node)
 		}
 	}
-	c.mu.RLock()
-	down := make(map[string]bool, len(c.down))
-	for n := range c.down {
-		down[n] = true
-	}
-	loads := make(map[string]float64)
-	if c.snap != nil { // Commit changes loads under c.mu
-		for i := 0; i < c.snap.Len(); i++ {
-			n, l := c.snap.Node(i)
-			loads[string(n.ID)] = l
-		}
-	}
-	c.mu.RUnlock()
+	down, loads := c.view.Marks()
 	ml := c.ml.Load()
 	if ml == nil {
 		return st // still joining
 	}
 	for _, m := range ml.All() {
 		ms := MemberStatus{Name: m.Name, State: m.State.String(), Gossip: m.Addr}
-		var meta nodeMeta
+		var meta view.Meta
 		if m.Local {
-			c.metaMu.Lock()
-			meta = c.meta
-			c.metaMu.Unlock()
+			meta = c.view.Local()
 		} else {
-			_ = json.Unmarshal(m.Meta, &meta)
+			_ = json.Unmarshal(m.Meta, &meta) // what decodes of a member not in the view
 		}
 		if down[m.Name] && m.State == membership.Alive {
 			ms.State = "unreachable"
