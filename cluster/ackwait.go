@@ -19,7 +19,7 @@ import (
 // appendWait is the answers waiting on one streamlet for one peer
 // connection, in order. Owned by the connection's loop, but scheduled.
 type appendWait struct {
-	a         *acceptConn
+	a         *peerConn
 	s         *host.Streamlet
 	q         []pendingAnswer
 	scheduled atomic.Bool
@@ -37,7 +37,7 @@ type pendingAnswer struct {
 
 // waitDurable queues the answer to request id (the records handled have
 // positions pos) until the streamlet's durable count covers them.
-func (a *acceptConn) waitDurable(s *host.Streamlet, id uint32, res wire.NodeAppended, pos []uint64) {
+func (a *peerConn) waitDurable(s *host.Streamlet, id uint32, res wire.NodeAppended, pos []uint64) {
 	need := 0
 	for _, p := range pos {
 		if p >= s.First() { // a duplicate's first copy may lie in an earlier streamlet
@@ -71,7 +71,7 @@ func (w *appendWait) Wake() {
 // count is final, every answer left goes out trimmed to what survived.
 func (w *appendWait) release() {
 	a := w.a
-	if a.closed || a.closing {
+	if a.done() {
 		return
 	}
 	n, final := w.s.Durable()

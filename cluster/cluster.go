@@ -6,13 +6,16 @@
 // the links to other nodes and the node-to-node operations over them
 // (PROTOCOL.md 9), the remote Host, and the node's Status.
 //
-// It is the only package that knows node links exist: it owns both sides
-// of every node connection, the handshake, the record layer and the
-// meaning of every node frame (link.go outbound, accept.go inbound,
-// nodeconn.go what they share). It never touches gnet: the engine's event
-// loops carry the connections' bytes through the Transport, Conn and
-// NodeConn interfaces, and the engine's gateway is reached through the
-// Gateway interface.
+// It wires three packages: cluster/view (the membership view and its
+// decisions), cluster/nodelink (the node links: handshake, record layer,
+// requests, heartbeats) and cluster/metalog (the Raft log). What is its
+// own is the meaning of the node frames: the op handlers (serve.go), the
+// data plane's replication (replicate.go, ackwait.go), feeds and appends
+// of inbound connections (inbound.go), copies and drain (drain.go), and
+// the leader's duties (leader.go). It never touches gnet: the engine's
+// event loops carry the connections' bytes through nodelink's Transport,
+// Conn and NodeConn interfaces, and the engine's gateway is reached
+// through the Gateway interface.
 package cluster
 
 import (
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster/metalog"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/cluster/view"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/owned"
@@ -145,10 +149,11 @@ type Config struct {
 	// cluster feeds it from the log (its observer is the caller's).
 	State   *meta.State
 	Gateway Gateway
-	// Transport enrolls dialed links in the engine's event loops.
-	Transport Transport
+	// Transport enrolls dialed links in the engine's event loops; the
+	// Conn its loops attach is the data plane's (Conn) too.
+	Transport nodelink.Transport
 	// Conns are the limits of node connections.
-	Conns ConnOptions
+	Conns nodelink.ConnOptions
 	Log   *slog.Logger
 	Clock func() time.Time
 	// Limits returns a channel's streamlet limits (sizing the copies this
@@ -193,25 +198,20 @@ type Cluster struct {
 	applied   chan struct{}
 
 	// view is the membership as this node sees it, with its decisions
-	// (package cluster/view).
-	view *view.View
-
-	// mu guards the links; it is never held across network I/O.
-	mu      sync.RWMutex
-	links   map[string]*Link
-	dialing map[string]*dial // dials in progress, by node
+	// (package cluster/view); links are the node links (package
+	// cluster/nodelink).
+	view  *view.View
+	links *nodelink.Links
 
 	changed chan struct{}
 	stop    chan struct{}
-	wg      sync.WaitGroup // run, heartbeats, the leader watcher, the interest worker, redial
+	wg      sync.WaitGroup // run, the leader watcher, the interest worker
 	jobs    chan func()    // the calls pool's queue (pool.go)
 	// serveJobs is the serving pool's queue (pool.go).
 	serveJobs chan func()
 	poolWG    sync.WaitGroup
 
 	lastIn, lastBytes uint64
-
-	linkFailures atomic.Int64 // links that ended other than by shutdown
 
 	// owned counts the cluster's goroutines that have not ended
 	// (internal/owned): 0 once Shutdown or Halt returned.
@@ -225,10 +225,6 @@ type Cluster struct {
 	interests // this node's readers as registered with the leader (interest.go)
 	leadState // who leads, cut-off (leader.go)
 
-	// lastBeat is when the heartbeat last ran (its goroutine only);
-	// redialing is set while redial's dialer runs.
-	lastBeat  int64
-	redialing atomic.Bool
 	// drainReq is signalled by OP_DRAIN (drain.go); copyTable holds the
 	// copies being made here.
 	drainReq chan struct{}
@@ -237,15 +233,8 @@ type Cluster struct {
 
 func (c *Cluster) now() time.Time { return c.cfg.Clock() }
 
-// cut reports whether Config.Cut cuts this node off from peer.
-func (c *Cluster) cut(peer string) bool { return c.cfg.Cut != nil && c.cfg.Cut(peer) }
-
-func (c *Cluster) rpcTimeout() time.Duration {
-	if c.opts.RPCTimeout > 0 {
-		return c.opts.RPCTimeout
-	}
-	return 2 * time.Second
-}
+// rpcTimeout is Options.RPCTimeout with its default.
+func (c *Cluster) rpcTimeout() time.Duration { return c.links.RPCTimeout() }
 
 func (c *Cluster) raftTimeout() time.Duration {
 	if c.opts.RaftTimeout > 0 {
@@ -263,10 +252,13 @@ func New(cfg Config) *Cluster {
 	}
 	c := &Cluster{cfg: cfg, self: cfg.Self, instance: cfg.Instance, opts: o, host: cfg.Host,
 		st: cfg.State, gw: cfg.Gateway, log: cfg.Log, applied: make(chan struct{}),
-		links: make(map[string]*Link), dialing: make(map[string]*dial), changed: make(chan struct{}, 1), stop: make(chan struct{}),
+		changed: make(chan struct{}, 1), stop: make(chan struct{}),
 		drainReq: make(chan struct{}, 1), copyTable: copyTable{copies: make(map[uint64]*pendingCopy)}}
 	c.view = view.New(view.Config{Self: cfg.Self, Instance: cfg.Instance, Recorded: cfg.State.Instance, Clock: cfg.Clock,
 		GoneAfter: c.goneAfter()})
+	c.links = nodelink.New(nodelink.Config{Self: cfg.Self, Secret: o.Secret, Conns: cfg.Conns, Transport: cfg.Transport,
+		Directory: c.view, Handler: linkHandler{c}, Go: c.goServe, Stop: c.stop, Log: cfg.Log, Clock: cfg.Clock,
+		RPCTimeout: o.RPCTimeout, Cut: cfg.Cut})
 	c.interests.init()
 	c.leadState.init()
 	c.host.SetIDSource(idSource{c}, c.rpcTimeout())
@@ -306,6 +298,7 @@ func (c *Cluster) Start(clientAddr string) error {
 	if c.clientAddr == "" {
 		c.clientAddr = clientAddr
 	}
+	c.links.SetClientAddr(c.clientAddr)
 	rl, err := c.startLog()
 	if err != nil {
 		return err
@@ -327,9 +320,9 @@ func (c *Cluster) Start(clientAddr string) error {
 	}
 	c.ml.Store(ml)
 	c.refresh()
-	c.wg.Add(3)
+	c.links.Start()
+	c.wg.Add(2)
 	c.owned.Go(c.run, c.wg.Done)
-	c.owned.Go(c.heartbeats, c.wg.Done)
 	c.owned.Go(c.watchLeader, c.wg.Done)
 	c.log.Info("sluice cluster node", "node", c.self, "gossip", ml.Addr(), "raft", adv.Addr, "client", c.clientAddr,
 		"server_id", adv.ServerID)
@@ -355,13 +348,8 @@ func (c *Cluster) Shutdown() {
 			c.log.Warn("sluice cluster: stopping the membership", "err", err)
 		}
 	}
-	c.mu.Lock()
-	links := c.links
-	c.links = map[string]*Link{}
-	c.mu.Unlock()
-	for _, l := range links {
-		l.close(ErrLinkDown, false) // calls in flight fail now
-	}
+	c.links.CloseAll() // calls in flight fail now
+	c.links.Wait()
 	c.wg.Wait()
 	c.poolWG.Wait()
 	if rl := c.rlog.Load(); rl != nil {
@@ -378,6 +366,7 @@ func (c *Cluster) Halt() {
 	if ml := c.ml.Load(); ml != nil {
 		_ = ml.Shutdown()
 	}
+	c.links.Wait()
 	c.wg.Wait()
 	c.poolWG.Wait()
 	if rl := c.rlog.Load(); rl != nil {
@@ -388,7 +377,7 @@ func (c *Cluster) Halt() {
 // Goroutines returns how many of the cluster's own goroutines are running
 // (for tests: 0 the moment Shutdown or Halt returned).
 func (c *Cluster) Goroutines() int {
-	n := c.owned.Running()
+	n := c.owned.Running() + c.links.Running()
 	if rl := c.rlog.Load(); rl != nil {
 		n += rl.Running()
 	}
@@ -396,7 +385,7 @@ func (c *Cluster) Goroutines() int {
 }
 
 // LinkFailures counts the links that ended other than by Shutdown.
-func (c *Cluster) LinkFailures() int64 { return c.linkFailures.Load() }
+func (c *Cluster) LinkFailures() int64 { return c.links.Failures() }
 
 // ErrNoLink: no link to the node is open (Append never dials).
-var ErrNoLink = errors.New("cluster: no open link to the node")
+var ErrNoLink = nodelink.ErrNoLink

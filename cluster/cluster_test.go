@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/manager"
 	"github.com/sluice-rtm/sluice/meta"
@@ -157,7 +158,7 @@ func TestNodeOps_CountsBoundedByTheBody(t *testing.T) {
 // nopTransport enrolls nothing (a cluster of one dials no link).
 type nopTransport struct{}
 
-func (nopTransport) Enroll(net.Conn, Enrolled, time.Time) error {
+func (nopTransport) Enroll(net.Conn, nodelink.Enrolled, time.Time) error {
 	return errors.New("cluster test: no event loops")
 }
 

@@ -274,11 +274,7 @@ func (c *Cluster) copyTo(to, channel string, epoch uint64, ref role.StreamletRef
 	}
 	var e wire.NodeEnc
 	encCopy(&e, channel, epoch, ref)
-	l := c.link(to)
-	if l == nil {
-		return fmt.Errorf("%w: %s unreachable", ErrLinkDown, to)
-	}
-	_, err := l.callFor(wire.OpCopy, e.B, c.copyTimeout()+c.callTimeout())
+	_, err := c.callFor(to, wire.OpCopy, e.B, c.copyTimeout()+c.links.CallTimeout())
 	return err
 }
 

@@ -370,7 +370,7 @@ var errLeaderUnknown = fmt.Errorf("%w: no leader of the metadata log reachable",
 // link fails, for at most callTimeout. It waits for the network.
 func (c *Cluster) leaderCall(op wire.NodeOp, body []byte, local func() ([]byte, error)) ([]byte, error) {
 	rl := c.rlog.Load()
-	deadline := time.Now().Add(c.callTimeout()) // a bound on waiting, not a decision: wall time
+	deadline := time.Now().Add(c.links.CallTimeout()) // a bound on waiting, not a decision: wall time
 	var last error = errLeaderUnknown
 	for {
 		ld := rl.Leadership()
@@ -447,7 +447,7 @@ func (c *Cluster) Info(channel string, create bool) (role.ChannelInfo, bool, err
 		if err := d.Done(); err != nil {
 			return role.ChannelInfo{}, false, err
 		}
-		if !c.waitApplied(index, c.callTimeout()) {
+		if !c.waitApplied(index, c.links.CallTimeout()) {
 			return role.ChannelInfo{}, false, fmt.Errorf("%w: channel %q created at the leader, not applied here in time", role.ErrUnavailable, channel)
 		}
 		ch, ok = c.st.Channel(channel)

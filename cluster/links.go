@@ -2,109 +2,61 @@ package cluster
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
-// The links: one outbound Link per peer, dialed by the goroutine that
-// needs it (joined when several do) and enrolled in an event loop.
+// The cluster's use of the node links (package cluster/nodelink): the
+// frames it hands the cluster (linkHandler), the requests the cluster
+// makes (call), and the engine's remote appends and reads.
 
-// link returns an open link to node, dialing it when needed; nil when the
-// node is unknown, down or cannot be reached.
-func (c *Cluster) link(node string) *Link { return c.linkTo(node, false) }
+// ErrLinkDown: the connection to a peer node failed or was closed; the
+// outcome of requests in flight on it is unknown.
+var ErrLinkDown = nodelink.ErrLinkDown
 
-// linkTo is link; with force it dials even while node is marked down
-// (redial: the mark keeps a node out of placement, not out of reach), a
-// link made clears the mark, and a failure changes nothing.
-func (c *Cluster) linkTo(node string, force bool) *Link {
-	c.mu.Lock()
-	if l := c.links[node]; l != nil && !l.closed() {
-		c.mu.Unlock()
-		return l
-	}
-	addr, ok := c.view.Dialable(node, force)
-	if !ok {
-		c.mu.Unlock()
-		return nil
-	}
-	if d := c.dialing[node]; d != nil {
-		// Another goroutine dials the node: wait for its outcome, with no
-		// lock held.
-		c.mu.Unlock()
-		<-d.done
-		return d.l
-	}
-	d := &dial{done: make(chan struct{})}
-	c.dialing[node] = d
-	c.mu.Unlock()
-	l, err := c.dialLink(node, addr, c.rpcTimeout())
-	c.mu.Lock()
-	delete(c.dialing, node)
-	if err == nil {
-		c.links[node] = l
-	}
-	c.mu.Unlock()
-	if err == nil {
-		c.view.Reached(node, force)
-	}
-	d.l = l // nil on failure; read by the waiters after done is closed
-	close(d.done)
-	if err != nil {
-		if !force {
-			c.log.Warn("sluice cluster: peer unreachable", "node", node, "err", err)
-			c.markDown(node)
-		}
-		return nil
-	}
-	return l
+// linkHandler is the cluster as the links see it (nodelink.Handler).
+type linkHandler struct{ c *Cluster }
+
+func (h linkHandler) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
+	return h.c.serve(peer, op, body)
 }
 
-// dial is a dial in progress (Cluster.dialing): the goroutines that need
-// the same node's link wait on done instead of dialing again.
-type dial struct {
-	done chan struct{}
-	l    *Link
+// Feed fills a copy to adopt (drain.go) and the gateway's copy: either
+// may exist.
+func (h linkHandler) Feed(node string, f wire.NodeFeed, stamps, run []byte) {
+	h.c.fillAdoption(node, f, stamps, run)
+	h.c.fillCopy(f, stamps, run)
 }
 
-// existingLink returns the open link to node without dialing (for the
-// loops, which never wait for the network); nil if there is none.
-func (c *Cluster) existingLink(node string) *Link {
-	c.mu.RLock()
-	l := c.links[node]
-	c.mu.RUnlock()
-	if l == nil || l.closed() {
-		return nil
-	}
-	return l
-}
+func (h linkHandler) Replicated(l *nodelink.Link, r wire.NodeReplicated) { h.c.replicated(l, r) }
+func (h linkHandler) Down(node string)                                   { h.c.markDown(node) }
+func (h linkHandler) Heartbeat(now int64, paused bool)                   { h.c.nudgeSenders(now, paused) }
 
-// call sends op to node and waits for the answer. A link failure marks
-// the node down.
+// call sends op to node (dialing when needed) and waits for the answer,
+// at most the links' call timeout.
 func (c *Cluster) call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
-	l := c.link(node)
-	if l == nil {
-		return nil, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
-	}
-	return l.call(op, body)
+	b, err := c.links.Call(node, op, body)
+	return b, opErr(err)
 }
 
-// linkClosed is called once per link when it ends.
-func (c *Cluster) linkClosed(l *Link, err error) {
-	c.mu.Lock()
-	if c.links[l.node] == l {
-		delete(c.links, l.node)
+// callFor is call with its own timeout.
+func (c *Cluster) callFor(node string, op wire.NodeOp, body []byte, timeout time.Duration) ([]byte, error) {
+	b, err := c.links.CallFor(node, op, body, timeout)
+	return b, opErr(err)
+}
+
+// opErr turns a peer's refusal (nodelink.StatusError) into an opError,
+// which stands for the role error its status means.
+func opErr(err error) error {
+	if se, ok := errors.AsType[*nodelink.StatusError](err); ok {
+		return &opError{se.Status, se.Text}
 	}
-	c.mu.Unlock()
-	select {
-	case <-c.stop:
-		return // shutting down
-	default:
-	}
-	c.linkFailures.Add(1)
-	c.log.Warn("sluice cluster: link closed", "node", l.node, "err", err)
-	c.markDown(l.node)
+	return err
 }
 
 // markDown keeps node out of placement for view.DownFor (until a link to
@@ -122,7 +74,7 @@ func (c *Cluster) markDown(node string) {
 
 // Connect makes sure a link to node is open, dialing it when needed; it
 // reports whether one is. It may wait for the network.
-func (c *Cluster) Connect(node string) bool { return c.link(node) != nil }
+func (c *Cluster) Connect(node string) bool { return c.links.Dial(node) != nil }
 
 // AppendBytes returns the NODE_APPEND bytes this node sent (frames
 // included) and what they would have been uncompressed.
@@ -133,11 +85,11 @@ func (c *Cluster) AppendBytes() (sent, raw uint64) { return c.appendSent.Load(),
 // dialing (ErrNoLink when there is none). done runs on the link's loop
 // with the host's answer, or with an error when the link failed.
 func (c *Cluster) Append(g role.Grant, count int, run []byte, done func(wire.NodeAppended, error)) error {
-	l := c.existingLink(g.Host)
+	l := c.links.Existing(g.Host)
 	if l == nil {
 		return ErrNoLink
 	}
-	return l.queue(func(dst []byte, id uint32) []byte {
+	return l.Queue(func(dst []byte, id uint32) []byte {
 		a := wire.NodeAppend{Streamlet: g.Streamlet, Epoch: g.Epoch, Count: uint32(count)}
 		raw := wire.HeaderLen + wire.NodeAppendPrefixLen + len(run)
 		c.appendRaw.Add(uint64(raw))
@@ -173,19 +125,48 @@ func (c *Cluster) Append(g role.Grant, count int, run []byte, done func(wire.Nod
 
 // Read asks node to feed streamlet id to this node's copy from record
 // from on (NODE_READ), dialing when needed; the feed arrives through
-// Gateway.Feed. It may wait for the network.
+// Gateway.Copy. It may wait for the network.
 func (c *Cluster) Read(node string, id uint64, from uint32) error {
-	l := c.link(node)
+	l := c.links.Dial(node)
 	if l == nil {
 		return fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
 	}
-	return l.send(wire.AppendNodeRead(nil, id, from))
+	return l.Send(wire.AppendNodeRead(nil, id, from))
 }
 
 // Unread tells node that this node's copy of streamlet id is gone
 // (NODE_UNREAD), if a link is open; it never dials.
 func (c *Cluster) Unread(node string, id uint64) {
-	if l := c.existingLink(node); l != nil {
-		_ = l.send(wire.AppendNodeUnread(nil, id))
+	if l := c.links.Existing(node); l != nil {
+		_ = l.Send(wire.AppendNodeUnread(nil, id))
 	}
 }
+
+// fillCopy applies a NODE_FEED (on the link's loop) to this node's copy
+// of the streamlet: records are appended with their original stamps, a
+// sealed feed completes the copy, a gone one breaks it (the host does not
+// hold the streamlet: not yet, since a committed streamlet may be read
+// before its host got it, or not any more: the readers read it again
+// until the committed list says what became of it), and the channel's
+// readers are woken.
+func (c *Cluster) fillCopy(f wire.NodeFeed, stamps, run []byte) {
+	s := c.gw.Copy(f.Streamlet)
+	if s == nil {
+		return // dropped meanwhile
+	}
+	s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, bool, int64) {
+		var p []byte
+		var ext bool
+		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
+		return p, ext, wire.FeedStamp(stamps, i)
+	}, f.Flags&wire.FeedSealed != 0)
+	if f.Flags&wire.FeedGone != 0 {
+		s.Break()
+	}
+	c.gw.Wake(s.Channel())
+}
+
+// StaleAfter is how long a gateway's read stream may stand still before
+// it looks at its channel's list and the open streamlet's length again
+// (two RPC timeouts; package engine, progress.go).
+func (c *Cluster) StaleAfter() time.Duration { return 2 * c.rpcTimeout() }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/sluice-rtm/sluice/host"
@@ -37,8 +36,8 @@ func (h remoteHost) Seal(id uint64) (uint64, error) {
 func (h remoteHost) Free(id uint64) {
 	var e wire.NodeEnc
 	e.U64(id)
-	if l := h.c.link(h.node); l != nil {
-		l.post(wire.OpFree, e.B)
+	if l := h.c.links.Dial(h.node); l != nil {
+		l.Post(wire.OpFree, e.B)
 	}
 }
 
@@ -66,11 +65,7 @@ type idSource struct{ c *Cluster }
 func (s idSource) MessageIDs(node string, streamlets []uint64, from int, since int64, deadline time.Time) (host.IDPage, error) {
 	var e wire.NodeEnc
 	encIDsRequest(&e, streamlets, from, since)
-	l := s.c.link(node)
-	if l == nil {
-		return host.IDPage{}, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
-	}
-	b, err := l.callFor(wire.OpDedupIDs, e.B, time.Until(deadline))
+	b, err := s.c.callFor(node, wire.OpDedupIDs, e.B, time.Until(deadline))
 	if err != nil {
 		return host.IDPage{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -43,12 +44,12 @@ type sender struct {
 	// set while a recovery request for it runs (unreachable.go).
 	stall  stallClock
 	asking atomic.Bool
-	// Owned by the loop of lk (pull and answer run there).
-	lk         *Link // the link the records went out on
-	sent       int   // records sent on lk
-	commitSent int   // the commit count last sent
-	sealSent   bool  // the SEALED notice went out on lk
-	retry      bool  // a retry after a backlog is scheduled
+	// Owned by the loop of lk (Pull and answer run there).
+	lk         *nodelink.Link // the link the records went out on
+	sent       int            // records sent on lk
+	commitSent int            // the commit count last sent
+	sealSent   bool           // the SEALED notice went out on lk
+	retry      bool           // a retry after a backlog is scheduled
 }
 
 // replicateBytes bounds the record bytes of one NODE_REPLICATE, and
@@ -99,14 +100,14 @@ func (sd *sender) Wake() {
 	if sd.done.Load() || !sd.scheduled.CompareAndSwap(false, true) {
 		return
 	}
-	if lk := sd.c.existingLink(sd.node); lk != nil && lk.pull(sd) {
+	if lk := sd.c.links.Existing(sd.node); lk != nil && lk.Pull(sd) {
 		return
 	}
 	// No link: dial on the pool (a loop never waits for the network). A
 	// follower that cannot be reached is the recovery's business; the
 	// heartbeat wakes the sender again (nudgeSenders).
 	if !sd.c.Go(func() {
-		if lk := sd.c.link(sd.node); lk == nil || !lk.pull(sd) {
+		if lk := sd.c.links.Dial(sd.node); lk == nil || !lk.Pull(sd) {
 			sd.scheduled.Store(false)
 		}
 	}) {
@@ -134,11 +135,15 @@ func (sd *sender) stop() {
 	c.snd.mu.Unlock()
 }
 
-// pull sends, on lk's loop (Link.drain), the records written since the
-// last pull, the commit count when it grew, and the SEALED notice once
-// the streamlet is final; the record bytes are shared with the write, not
-// copied.
-func (sd *sender) pull(lk *Link) {
+// Dropped: the link ended before the pull ran (nodelink.Puller); the
+// next wake tries again.
+func (sd *sender) Dropped() { sd.scheduled.Store(false) }
+
+// Pull sends, on lk's loop (nodelink.Puller), the records written since
+// the last pull, the commit count when it grew, and the SEALED notice
+// once the streamlet is final; the record bytes are shared with the
+// write, not copied.
+func (sd *sender) Pull(lk *nodelink.Link) {
 	sd.scheduled.Store(false)
 	if sd.done.Load() {
 		return
@@ -153,8 +158,8 @@ func (sd *sender) pull(lk *Link) {
 		// (it skips what it has).
 		sd.lk, sd.sent, sd.commitSent, sd.sealSent = lk, int(sd.acked.Load()), -1, false
 	}
-	c := lk.c
-	if c.Outbound() > peerOutboundLimit {
+	c := lk.Conn()
+	if c.Outbound() > nodelink.OutboundLimit {
 		sd.retryLater()
 		return
 	}
@@ -187,8 +192,9 @@ func (sd *sender) pull(lk *Link) {
 		}
 		var iov [][]byte
 		var end, nb int
-		iov, end, nb = buf.AppendHeldRun(lk.iov[:0], sd.sent, written, replicateBytes)
-		stamps := lk.stamps[:0]
+		scr := lk.Scratch()
+		iov, end, nb = buf.AppendHeldRun(scr.Iov[:0], sd.sent, written, replicateBytes)
+		stamps := scr.Stamps[:0]
 		for i := sd.sent; i < end; i++ {
 			stamps = append(stamps, buf.HeldStamp(i))
 		}
@@ -201,14 +207,14 @@ func (sd *sender) pull(lk *Link) {
 			c.Share(part)
 		}
 		clear(iov)
-		lk.iov, lk.stamps = iov[:0], stamps[:0]
+		scr.Iov, scr.Stamps = iov[:0], stamps[:0]
 		held = true
 		sd.c.replSent.Add(uint64(end - sd.sent))
 		sd.sent, sd.commitSent = end, int(r.Commit)
 		sent += nb
 	}
 	if held {
-		c.Hold(s) // released after the loop's flush
+		c.Hold(buf) // released after the loop's flush
 	} else {
 		buf.Release()
 	}
@@ -225,7 +231,7 @@ func (sd *sender) retryLater() {
 	sd.retry = true
 	lk := sd.lk
 	time.AfterFunc(2*time.Millisecond, func() {
-		lk.c.Execute(func() {
+		lk.Conn().Execute(func() {
 			sd.retry = false
 			sd.Wake()
 		})
@@ -233,7 +239,7 @@ func (sd *sender) retryLater() {
 }
 
 // answered handles the follower's NODE_REPLICATED (on the link's loop).
-func (sd *sender) answered(lk *Link, r wire.NodeReplicated) {
+func (sd *sender) answered(lk *nodelink.Link, r wire.NodeReplicated) {
 	s := sd.s
 	switch r.Status {
 	case wire.NodeOK:
@@ -261,9 +267,9 @@ func (sd *sender) answered(lk *Link, r wire.NodeReplicated) {
 }
 
 // replicated dispatches a NODE_REPLICATED from node to its sender.
-func (c *Cluster) replicated(lk *Link, r wire.NodeReplicated) {
+func (c *Cluster) replicated(lk *nodelink.Link, r wire.NodeReplicated) {
 	for _, sd := range c.sendersOf(r.Streamlet) {
-		if sd.node == lk.node {
+		if sd.node == lk.Node() {
 			sd.answered(lk, r)
 		}
 	}
@@ -289,17 +295,12 @@ func (c *Cluster) nudgeSenders(now int64, paused bool) {
 	}
 }
 
-// replicate handles a NODE_REPLICATE from the streamlet's orderer on an
+// Replicate handles a NODE_REPLICATE from the streamlet's orderer on an
 // inbound connection (the follower's side): the records are appended in
 // order after what the follower holds, the commit count makes them
 // visible, and the answer says what the follower holds. A bare commit
-// notice is not answered unless it is refused.
-func (a *acceptConn) replicate(body []byte) {
-	r, stamps, run, err := wire.DecodeNodeReplicate(body)
-	if err != nil {
-		a.sendError(0, wire.CodeProtocolError, err.Error())
-		return
-	}
+// notice is not answered unless it is refused (nodelink.InboundHandler).
+func (a *peerConn) Replicate(r wire.NodeReplicate, stamps, run []byte) {
 	res := wire.NodeReplicated{Streamlet: r.Streamlet}
 	s := a.cl.host.Streamlet(r.Streamlet)
 	if s == nil {
@@ -310,8 +311,7 @@ func (a *acceptConn) replicate(body []byte) {
 			payloads = append(payloads, p)
 			exts = append(exts, ext)
 		}
-		var held int
-		held, err = s.Replicate(a.peer, r.Epoch, int(r.Start), int(r.Count), int(r.Commit), r.Flags&wire.ReplicateSealed != 0,
+		held, err := s.Replicate(a.in.Peer(), r.Epoch, int(r.Start), int(r.Count), int(r.Commit), r.Flags&wire.ReplicateSealed != 0,
 			func(i int) ([]byte, bool, int64) { return payloads[i], exts[i], wire.FeedStamp(stamps, i) })
 		clear(payloads)
 		a.payloads, a.exts = payloads[:0], exts[:0]

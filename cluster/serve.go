@@ -15,7 +15,7 @@ import (
 // by a node that does not lead the metadata log; the asker tries the
 // leader it learns next.
 
-// handler serves one op: it decodes from d (checked by Serve once it
+// handler serves one op: it decodes from d (checked by serve once it
 // returns) and returns the result or an error.
 type handler struct {
 	leader bool
@@ -41,9 +41,10 @@ var handlers = map[wire.NodeOp]handler{
 	wire.OpStatus:      {serve: (*Cluster).serveStatus},
 }
 
-// Serve executes one NODE_REQUEST from peer node and returns the status
-// and result body. It may wait for other nodes: call it off the loops.
-func (c *Cluster) Serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
+// serve executes one NODE_REQUEST from peer node and returns the status
+// and result body (nodelink.Handler). It may wait for other nodes: call
+// it off the loops.
+func (c *Cluster) serve(peer string, op wire.NodeOp, body []byte) (uint8, []byte, string) {
 	if op >= wire.OpServiceFirst {
 		return c.serveService(peer, op, body)
 	}

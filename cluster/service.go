@@ -38,14 +38,15 @@ type Service interface {
 // dial a member marked down. A link it opened is like any other: its
 // heartbeat's verdict applies.
 func (c *Cluster) Call(node string, op wire.NodeOp, body []byte) ([]byte, error) {
-	l := c.existingLink(node)
+	l := c.links.Existing(node)
 	if l == nil && c.view.Reachable(node) {
-		l = c.linkTo(node, true)
+		l = c.links.Redial(node)
 	}
 	if l == nil {
 		return nil, fmt.Errorf("%w: %s unreachable", ErrLinkDown, node)
 	}
-	return l.call(op, body)
+	b, err := l.Call(op, body)
+	return b, opErr(err)
 }
 
 // serveService passes a request of a service's op to Config.Service.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/wire"
 )
 
@@ -95,7 +95,7 @@ type conn struct {
 	// protocol (package cluster), whose bytes the loop carries
 	// (nodelink.go); nodeOwn and nodeOwnCap are its pending
 	// OwnStart's.
-	node       cluster.NodeConn
+	node       nodelink.NodeConn
 	nodeOwn    int
 	nodeOwnCap int
 	// ws is set on a connection of the WebSocket listener (ws.go).
@@ -277,7 +277,7 @@ func (c *conn) writev(bs [][]byte) (buffered int) {
 }
 
 // sockWriter is how a node connection's record layer writes to c
-// (cluster.Writer): through conn.writev.
+// (nodelink.Writer): through conn.writev.
 type sockWriter conn
 
 func (w *sockWriter) Write(b []byte) (int, error) {

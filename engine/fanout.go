@@ -354,7 +354,7 @@ func (lc *loopChan) read(cur *cursor, limit uint64, maxBytes int) readResult {
 		if from < to {
 			var end, nb int
 			l.iov, end, nb = s.Buf().AppendRun(l.iov[:0], from, to, maxBytes)
-			l.held = append(l.held, s)
+			l.held = append(l.held, s.Buf())
 			return readResult{kind: readData, first: cur.pos, count: end - from, nbytes: nb}
 		}
 		s.Buf().Release()

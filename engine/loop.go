@@ -9,9 +9,10 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/mapshrink"
+	"github.com/sluice-rtm/sluice/ringbuf"
 	"github.com/sluice-rtm/sluice/wire"
 	"github.com/sluice-rtm/sluice/ws"
 )
@@ -50,7 +51,7 @@ type loop struct {
 	wakes           [][]*loopChan
 	dirty           []*conn // connections with pending output
 	ackers          []*conn // connections with pending acks
-	held            []*host.Streamlet
+	held            []*ringbuf.Buffer
 	shared          []byte // DATA prefixes referenced by pending output
 	iov             [][]byte
 	closeAfterFlush []*conn
@@ -148,7 +149,7 @@ func (l *loop) end() {
 	hard := 2*l.srv.opts.OutboundLimit + maxBatch + 64
 	for _, c := range l.dirty {
 		if c.node != nil {
-			if !c.closing && c.outbound() > cluster.LinkBacklog {
+			if !c.closing && c.outbound() > nodelink.LinkBacklog {
 				c.node.Stalled(c.outbound())
 			}
 			continue
@@ -220,8 +221,8 @@ func (l *loop) flush() {
 	l.publishOut()
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
-	for _, s := range l.held {
-		s.Buf().Release()
+	for _, b := range l.held {
+		b.Release()
 	}
 	clear(l.held)
 	l.held = l.held[:0]

@@ -9,23 +9,27 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/host"
+	"github.com/sluice-rtm/sluice/ringbuf"
 )
 
-// The engine's side of node connections (package cluster owns them and
-// the meaning of their bytes): enrolling a dialed link in an event loop
-// (cluster.Transport), the loop's handle on a node connection of either
-// direction (cluster.Conn, nodeCarrier), and the gateway as the cluster
-// sees it (cluster.Gateway). A loop carries a node connection's bytes:
-// what it reads goes to the connection's cluster.NodeConn (loop.traffic),
-// what it writes goes through NodeConn.Write (conn.flush).
+// The engine's side of node connections (package cluster/nodelink owns
+// them and the transport's frames, package cluster the meaning of the
+// rest): enrolling a dialed link in an event loop (nodelink.Transport),
+// the loop's handle on a node connection of either direction
+// (nodelink.Conn, and cluster.Conn for an inbound one's data plane:
+// nodeCarrier), and the gateway as the cluster sees it (cluster.Gateway).
+// A loop carries a node connection's bytes: what it reads goes to the
+// connection's nodelink.NodeConn (loop.traffic), what it writes goes
+// through NodeConn.Write (conn.flush).
 
-// transport implements cluster.Transport with the server's event loops.
+// transport implements nodelink.Transport with the server's event loops.
 type transport struct{ s *Server }
 
 // Enroll registers c with gnet (Engine.Register), which picks a loop;
 // the loop's OnOpen attaches e.
-func (t transport) Enroll(c net.Conn, e cluster.Enrolled, deadline time.Time) error {
+func (t transport) Enroll(c net.Conn, e nodelink.Enrolled, deadline time.Time) error {
 	srv := t.s
 	tm := time.NewTimer(time.Until(deadline))
 	defer tm.Stop()
@@ -47,8 +51,8 @@ func (t transport) Enroll(c net.Conn, e cluster.Enrolled, deadline time.Time) er
 	return nil
 }
 
-// nodeCarrier is a node connection as the cluster sees it
-// (cluster.Conn): the same conn, with the methods the cluster may call.
+// nodeCarrier is a node connection as the cluster sees it (cluster.Conn,
+// a nodelink.Conn): the same conn, with the methods the cluster may call.
 // Every method but Execute runs on the connection's loop.
 type nodeCarrier conn
 
@@ -78,7 +82,7 @@ func (n *nodeCarrier) Share(b []byte) {
 	c.shared(b)
 }
 
-func (n *nodeCarrier) Hold(s *host.Streamlet) { n.l.held = append(n.l.held, s) }
+func (n *nodeCarrier) Hold(b *ringbuf.Buffer) { n.l.held = append(n.l.held, b) }
 func (n *nodeCarrier) Flush()                 { n.c().flush() }
 func (n *nodeCarrier) Outbound() int          { return n.c().outbound() }
 func (n *nodeCarrier) Close()                 { closeNode(n.c()) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/console"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
@@ -52,7 +53,7 @@ type plane interface {
 	// node connection and returns its protocol, which the loop carries
 	// from then on; nil when this node takes no node connections (a
 	// single node: NODE_HELLO is then a frame before HELLO).
-	acceptNode(c cluster.Conn) cluster.NodeConn
+	acceptNode(c cluster.Conn) nodelink.NodeConn
 	// readCopy asks node, the host of streamlet id, to feed this node's
 	// copy of it from record from (mirror.go; never on a loop: it may
 	// dial); unreadCopy stops the feed.
@@ -120,7 +121,7 @@ func (p localPlane) refusesClients() bool { return false }
 
 func (p localPlane) staleAfter() time.Duration { return 0 }
 
-func (p localPlane) acceptNode(cluster.Conn) cluster.NodeConn { return nil }
+func (p localPlane) acceptNode(cluster.Conn) nodelink.NodeConn { return nil }
 
 // readCopy fails: a single node hosts every streamlet and has no copies.
 func (p localPlane) readCopy(node string, id uint64, _ uint32) error {
@@ -214,7 +215,7 @@ func (p clusterPlane) refusesClients() bool { return p.cl.RefusesClients() }
 
 func (p clusterPlane) staleAfter() time.Duration { return p.cl.StaleAfter() }
 
-func (p clusterPlane) acceptNode(c cluster.Conn) cluster.NodeConn { return p.cl.Accept(c) }
+func (p clusterPlane) acceptNode(c cluster.Conn) nodelink.NodeConn { return p.cl.Accept(c) }
 
 func (p clusterPlane) readCopy(node string, id uint64, from uint32) error {
 	return p.cl.Read(node, id, from)

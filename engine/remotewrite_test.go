@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -57,7 +58,7 @@ type stubPlane struct {
 func (p stubPlane) writeGrant(*loop, string, uint64, func(role.Grant, error)) { *p.grants++ }
 func (p stubPlane) info(*loopChan, bool, func(role.ChannelInfo, bool, error)) {}
 func (p stubPlane) interest(string, int)                                      {}
-func (p stubPlane) acceptNode(cluster.Conn) cluster.NodeConn                  { return nil }
+func (p stubPlane) acceptNode(cluster.Conn) nodelink.NodeConn                 { return nil }
 func (p stubPlane) appendRemote(*loop, role.Grant, int, []byte, func(wire.NodeAppended, error)) error {
 	return nil
 }

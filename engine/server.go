@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-rtm/sluice/cluster"
 	"github.com/sluice-rtm/sluice/cluster/metalog"
+	"github.com/sluice-rtm/sluice/cluster/nodelink"
 	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/benchhook"
 	"github.com/sluice-rtm/sluice/internal/owned"
@@ -147,7 +148,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.Cluster != nil {
 		cl := cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName, Instance: instanceID(),
 			Host: s.host, State: s.state, Gateway: clusterGateway{s}, Transport: transport{s},
-			Conns: cluster.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
+			Conns: nodelink.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
 				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
 			Log: s.log, Clock: s.clock, Limits: opts.limitsFor, Cut: opts.cutPeer, Service: presenceService{s}})
@@ -482,7 +483,7 @@ func boundAddr(eng gnet.Engine) (string, error) {
 
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	s := h.srv
-	if e, ok := gc.Context().(cluster.Enrolled); ok {
+	if e, ok := gc.Context().(nodelink.Enrolled); ok {
 		// An outbound node link enrolled by transport.Enroll (nodelink.go).
 		l := s.loopOf(gc.EventLoop())
 		c := l.open(gc)

@@ -1,14 +1,10 @@
-package cluster
+package nodelink
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
-	"time"
 
-	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/internal/benchhook"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -17,24 +13,47 @@ import (
 // dialed this node's client listener and its first frame was NODE_HELLO.
 // The connection answers NODE_CHALLENGE, checks NODE_PROOF, answers
 // NODE_WELCOME (the last plaintext frame), and from then on serves the
-// peer's sealed requests: NODE_APPEND (a batch for a streamlet hosted
-// here, appended on the connection's loop), NODE_READ / NODE_UNREAD (feeds
-// of hosted streamlets to the peer's copies) and NODE_REQUEST (manager and
-// host operations, run on the cluster's serving pool).
+// peer's sealed frames: NODE_REQUEST (run by the Handler on the serving
+// pool, Config.Go, answered here), PING, and the data plane's frames,
+// decoded (a compressed NODE_APPEND inflated) and handed to the
+// connection's InboundHandler: NODE_APPEND, NODE_READ, NODE_UNREAD,
+// NODE_REPLICATE.
 
 // maxPeerRequests bounds the NODE_REQUESTs served at once for one peer
 // connection; more are answered OVERLOAD at once.
 const maxPeerRequests = 256
 
-// peerOutboundLimit bounds what waits to be written to one peer before
-// feeds pause.
-const peerOutboundLimit = 32 << 20
+// OutboundLimit bounds what waits to be written to one peer before the
+// data plane's feeds and senders pause (and retry shortly).
+const OutboundLimit = 32 << 20
 
-// peerFeedBytes bounds the record bytes of one NODE_FEED.
-const peerFeedBytes = 256 << 10
+// Inbound is a welcomed inbound node connection as its InboundHandler
+// sees it. Its methods run on the connection's loop.
+type Inbound interface {
+	// Peer is the peer node's name (authenticated by the handshake).
+	Peer() string
+	// Conn is the loop's side of the connection.
+	Conn() Conn
+	// Done reports whether the connection is closing or closed: nothing
+	// more is to be written to it.
+	Done() bool
+}
 
-// s2Min is the smallest record run a feed compresses (Options.S2).
-const s2Min = wire.DefaultS2Threshold
+// InboundHandler is the data plane of one welcomed inbound connection
+// (the cluster's). Its methods run on the connection's loop and must not
+// block; the byte slices they get are valid only during the call.
+type InboundHandler interface {
+	// Append takes a NODE_APPEND (request id, header, record run).
+	Append(id uint32, a wire.NodeAppend, run []byte)
+	// Read and Unread take a NODE_READ (feed streamlet from record from)
+	// and a NODE_UNREAD (stop that feed).
+	Read(streamlet uint64, from uint32)
+	Unread(streamlet uint64)
+	// Replicate takes a NODE_REPLICATE (from the streamlet's orderer).
+	Replicate(r wire.NodeReplicate, stamps, run []byte)
+	// Closed: the connection closed; nothing more arrives.
+	Closed()
+}
 
 // acceptPhase is where an inbound connection is in the handshake.
 type acceptPhase uint8
@@ -46,22 +65,20 @@ const (
 )
 
 // acceptConn is one inbound node connection. It is owned by the loop that
-// carries it: every field is used only there (feeds' scheduled flags and
-// pool completions reach it through Conn.Execute).
+// carries it: every field is used only there (pool completions reach it
+// through Conn.Execute).
 type acceptConn struct {
-	cl    *Cluster
-	c     Conn
-	o     ConnOptions
-	io    nodeIO
-	phase acceptPhase
-	acc   *wire.NodeAcceptor // between NODE_HELLO and NODE_PROOF
-	peer  string             // the peer's name, once welcomed
+	ls      *Links
+	c       Conn
+	o       ConnOptions
+	io      nodeIO
+	phase   acceptPhase
+	acc     *wire.NodeAcceptor // between NODE_HELLO and NODE_PROOF
+	peer    string             // the peer's name, once welcomed
+	welcome func(Inbound) InboundHandler
+	h       InboundHandler // once welcomed
 
-	feeds    map[uint64]*feed // streamlets this peer reads, by id
-	requests int              // NODE_REQUESTs being served
-	// waits holds, per replicated streamlet, the NODE_APPENDED answers
-	// that wait until every replica holds their records (ackwait.go).
-	waits map[uint64]*appendWait
+	requests int // NODE_REQUESTs being served
 
 	closing, closed bool
 
@@ -71,24 +88,23 @@ type acceptConn struct {
 	opened, lastIn, partialSince int64
 	pinged                       bool
 
-	// Scratch reused by every batch.
-	payloads [][]byte
-	exts     []bool
-	pos      []uint64
-	dup      []bool
-	z        []byte   // an inflated NODE_APPEND
-	iov      [][]byte // a feed's record run
-	stamps   []int64
-	zin      []byte
+	z []byte // an inflated NODE_APPEND
 }
 
 // Accept returns the connection carried by c, whose first frame (not yet
 // consumed) is NODE_HELLO: package engine hands such a connection over
-// and from then on carries its bytes (NodeConn). Call it on c's loop.
-func (cl *Cluster) Accept(c Conn) NodeConn {
+// and from then on carries its bytes (NodeConn). Once the peer is
+// welcomed, welcome gives the connection its data plane. Call it on c's
+// loop.
+func (ls *Links) Accept(c Conn, welcome func(Inbound) InboundHandler) NodeConn {
 	now := c.Now()
-	return &acceptConn{cl: cl, c: c, o: cl.cfg.Conns, io: nodeIO{limit: wire.MinMaxBody}, opened: now, lastIn: now}
+	return &acceptConn{ls: ls, c: c, o: ls.cfg.Conns, io: nodeIO{limit: wire.MinMaxBody}, opened: now, lastIn: now,
+		welcome: welcome}
 }
+
+func (a *acceptConn) Peer() string { return a.peer }
+func (a *acceptConn) Conn() Conn   { return a.c }
+func (a *acceptConn) Done() bool   { return a.closing || a.closed }
 
 // Input implements NodeConn.
 func (a *acceptConn) Input(raw []byte) int {
@@ -136,7 +152,7 @@ func (a *acceptConn) inputFailed(err error) {
 		a.sendError(0, code, err.Error()) // malformed: id 0 (PROTOCOL.md 7.1)
 		return
 	}
-	a.cl.log.Warn("node connection closed: a sealed record did not open", "peer", a.peer, "remote", a.c.RemoteAddr(), "err", err)
+	a.ls.cfg.Log.Warn("node connection closed: a sealed record did not open", "peer", a.peer, "remote", a.c.RemoteAddr(), "err", err)
 	a.sendError(0, wire.CodeProtocolError, err.Error()) // sealed with our own key
 }
 
@@ -193,7 +209,7 @@ func (a *acceptConn) hello(h0 wire.Header, body []byte) {
 		a.sendError(0, wire.CodeUnsupportedVersion, fmt.Sprintf("node protocol %d, this node speaks %d", h.Version, wire.NodeVersion))
 		return
 	}
-	secret := a.cl.opts.Secret
+	secret := a.ls.cfg.Secret
 	if secret == "" && a.o.RequireSecret {
 		a.sendError(0, wire.CodeUnauthenticated, "node connections need a cluster secret on this server")
 		return
@@ -203,7 +219,7 @@ func (a *acceptConn) hello(h0 wire.Header, body []byte) {
 		a.sendError(0, wire.CodeInternal, "no randomness for the node handshake")
 		return
 	}
-	acc := wire.AcceptNodeHello(secret, a.cl.self, h, nonce)
+	acc := wire.AcceptNodeHello(secret, a.ls.cfg.Self, h, nonce)
 	if acc == nil {
 		a.sendError(0, wire.CodeUnauthenticated, "NODE_HELLO carries this node's own name or nonce (a reflected handshake)")
 		return
@@ -231,13 +247,13 @@ func (a *acceptConn) proof(h wire.Header, body []byte) {
 		if !errors.Is(err, wire.ErrNodeAuth) {
 			code = wire.CodeProtocolError
 		}
-		a.cl.log.Warn("node connection refused", "peer", a.acc.Hello().Name, "remote", a.c.RemoteAddr(), "err", err)
+		a.ls.cfg.Log.Warn("node connection refused", "peer", a.acc.Hello().Name, "remote", a.c.RemoteAddr(), "err", err)
 		a.sendError(0, code, "bad node proof")
 		return
 	}
 	a.c.OwnEnd(b)
 	a.acc, a.phase, a.peer = nil, welcomed, sess.Peer
-	a.feeds = make(map[uint64]*feed)
+	a.h = a.welcome(a)
 	// NODE_WELCOME goes out in the clear; everything after it is sealed.
 	a.c.Flush()
 	if !a.o.Plain {
@@ -257,29 +273,37 @@ func (a *acceptConn) request(h wire.Header, body []byte) {
 				a.sendError(0, wire.CodeProtocolError, err.Error())
 				return
 			}
-			body = a.z // the records are copied into the streamlet below
+			body = a.z // the handler copies the records
 		}
-		a.append(h.ID, body)
+		na, run, err := wire.DecodeNodeAppend(body)
+		if err != nil {
+			a.sendError(0, wire.CodeProtocolError, err.Error())
+			return
+		}
+		a.h.Append(h.ID, na, run)
 	case wire.TypeNodeRead:
 		id, from, err := wire.DecodeNodeRead(body)
 		if err != nil {
 			a.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
-		a.read(id, int(from))
+		a.h.Read(id, from)
 	case wire.TypeNodeUnread:
 		id, err := wire.DecodeNodeUnread(body)
 		if err != nil {
 			a.sendError(0, wire.CodeProtocolError, err.Error())
 			return
 		}
-		if f := a.feeds[id]; f != nil {
-			f.stop()
-		}
+		a.h.Unread(id)
 	case wire.TypeNodeRequest:
 		a.serve(h.ID, body)
 	case wire.TypeNodeReplicate:
-		a.replicate(body)
+		r, stamps, run, err := wire.DecodeNodeReplicate(body)
+		if err != nil {
+			a.sendError(0, wire.CodeProtocolError, err.Error())
+			return
+		}
+		a.h.Replicate(r, stamps, run)
 	case wire.TypePing:
 		b := a.c.OwnStart()
 		b = wire.AppendPong(b, h.ID)
@@ -304,9 +328,9 @@ func (a *acceptConn) serve(id uint32, body []byte) {
 		return
 	}
 	ob = append([]byte(nil), ob...) // the loop's buffer is reused
-	peer, cl := a.peer, a.cl
-	if !cl.goServe(func() {
-		status, res, text := cl.Serve(peer, op, ob)
+	peer, cfg := a.peer, &a.ls.cfg
+	if !cfg.Go(func() {
+		status, res, text := cfg.Handler.Serve(peer, op, ob)
 		a.c.Execute(func() {
 			a.requests--
 			if !a.closing && !a.closed {
@@ -326,87 +350,9 @@ func (a *acceptConn) respond(id uint32, status uint8, res []byte, text string) {
 	a.c.OwnEnd(b)
 }
 
-// append appends a peer gateway's batch to a hosted streamlet and answers
-// with how many records were appended and the first position.
-func (a *acceptConn) append(id uint32, body []byte) {
-	na, run, err := wire.DecodeNodeAppend(body)
-	if err != nil {
-		a.sendError(0, wire.CodeProtocolError, err.Error())
-		return
-	}
-	res := wire.NodeAppended{Status: wire.NodeOK}
-	s := a.cl.host.Streamlet(na.Streamlet)
-	switch {
-	case s == nil:
-		res.Status = wire.NodeUnknown
-	case s.Epoch() != na.Epoch:
-		res.Status = wire.NodeStale
-	default:
-		payloads, exts := a.payloads[:0], a.exts[:0]
-		for p, ext, rest, ok := wire.NextRecordExt(run); ok; p, ext, rest, ok = wire.NextRecordExt(rest) {
-			payloads = append(payloads, p)
-			exts = append(exts, ext)
-		}
-		if cap(a.pos) < len(payloads) {
-			a.pos = make([]uint64, len(payloads))
-			a.dup = make([]bool, len(payloads))
-		}
-		pos, dup := a.pos[:len(payloads)], a.dup[:len(payloads)]
-		n := a.c.AppendBatch(s, payloads, exts, pos, dup)
-		res.Done = uint32(n)
-		stored := 0
-		for k := 0; k < n; k++ {
-			switch {
-			case dup[k]:
-				res.Dups = append(res.Dups, wire.NodeDup{Index: uint32(k), Position: pos[k]})
-			case stored == 0:
-				res.First = pos[k]
-				stored++
-			default:
-				stored++
-			}
-		}
-		if n < len(payloads) {
-			res.Status = wire.NodeClosed
-		}
-		clear(payloads)
-		a.payloads, a.exts = payloads[:0], exts[:0]
-		if s.Replicated() && n > 0 {
-			// Answered once every replica holds the batch (ackwait.go).
-			a.waitDurable(s, id, res, pos[:n])
-			return
-		}
-	}
-	b := a.c.OwnStart()
-	b = wire.AppendNodeAppended(b, id, res)
-	a.c.OwnEnd(b)
-}
-
-// read starts feeding streamlet id to the peer from record from.
-func (a *acceptConn) read(id uint64, from int) {
-	if old := a.feeds[id]; old != nil {
-		old.stop()
-	}
-	s := a.cl.host.Streamlet(id)
-	if s == nil {
-		a.feedNotice(id, uint32(from), wire.FeedGone)
-		return
-	}
-	f := &feed{a: a, s: s, next: from}
-	a.feeds[id] = f
-	s.AddWaker(f)
-	f.run()
-}
-
-func (a *acceptConn) feedNotice(id uint64, start uint32, flags uint8) {
-	b := a.c.OwnStart()
-	b = wire.AppendNodeFeedHeader(b, wire.NodeFeed{Streamlet: id, Start: start, Flags: flags}, nil, 0)
-	a.c.OwnEnd(b)
-}
-
 // Write implements NodeConn.
 func (a *acceptConn) Write(iov [][]byte, w Writer) error {
-	if a.peer != "" && a.cl.cut(a.peer) {
+	if a.peer != "" && a.ls.cut(a.peer) {
 		return nil // dropped on the way (Config.Cut)
 	}
 	return a.io.write(iov, w)
@@ -460,151 +406,11 @@ func (a *acceptConn) GoAway() {
 // Linger implements NodeConn: a refused handshake lingers.
 func (a *acceptConn) Linger() bool { return a.phase != welcomed }
 
-// Closed implements NodeConn: the feeds stop, and so do the answers
-// waiting for replicas.
+// Closed implements NodeConn: the data plane learns it (its feeds stop,
+// and so do the answers waiting for replicas).
 func (a *acceptConn) Closed() {
 	a.closed = true
-	for _, f := range a.feeds {
-		f.stop()
-	}
-	for _, w := range a.waits {
-		w.s.RemoveWaker(w)
-	}
-	a.waits = nil
-}
-
-// feed streams one hosted streamlet to one peer's copy. It is owned by
-// the peer connection's loop; scheduled is set by whichever goroutine
-// changed the streamlet (Wake).
-type feed struct {
-	a         *acceptConn
-	s         *host.Streamlet
-	next      int // index of the next record to send
-	done      bool
-	retry     bool
-	scheduled atomic.Bool
-}
-
-// stop ends the feed (on its connection's loop).
-func (f *feed) stop() {
-	if f.done {
-		return
-	}
-	f.done = true
-	delete(f.a.feeds, f.s.ID())
-	f.s.RemoveWaker(f)
-}
-
-// Wake schedules the feed on its connection's loop (host.Waker): the
-// streamlet was appended to, sealed or freed. Called from any goroutine,
-// with no lock held.
-func (f *feed) Wake() {
-	if f.scheduled.CompareAndSwap(false, true) {
-		f.a.c.Execute(f.task)
+	if a.h != nil {
+		a.h.Closed()
 	}
 }
-
-func (f *feed) task() {
-	f.scheduled.Store(false)
-	f.run()
-}
-
-// run sends the records appended since the last run (on the connection's
-// loop), sharing the streamlet's bytes with the write like DATA does.
-func (f *feed) run() {
-	a := f.a
-	c := a.c
-	for !f.done && !a.closed && !a.closing {
-		if c.Outbound() > peerOutboundLimit {
-			f.retryLater()
-			return
-		}
-		s := f.s
-		buf := s.Buf()
-		if !buf.Acquire() {
-			a.feedNotice(s.ID(), uint32(f.next), wire.FeedGone)
-			f.stop()
-			return
-		}
-		sealed := buf.Sealed()
-		n := buf.Len()
-		if f.next >= n {
-			buf.Release()
-			if sealed {
-				a.feedNotice(s.ID(), uint32(n), wire.FeedSealed)
-				f.stop()
-			}
-			return
-		}
-		var end, nb int
-		a.iov, end, nb = buf.AppendRun(a.iov[:0], f.next, n, peerFeedBytes)
-		c.Hold(s)
-		stamps := a.stamps[:0]
-		for i := f.next; i < end; i++ {
-			stamps = append(stamps, buf.Stamp(i))
-		}
-		a.stamps = stamps
-		var flags uint8
-		if sealed && end == n {
-			flags = wire.FeedSealed
-		}
-		nf := wire.NodeFeed{Streamlet: s.ID(), Start: uint32(f.next), Flags: flags}
-		raw := uint64(wire.HeaderLen + wire.NodeFeedPrefixLen + 8*len(stamps) + nb)
-		a.cl.feedRaw.Add(raw)
-		b := c.OwnStart()
-		b, ok := a.appendFeedS2(b, nf, stamps, nb)
-		if !ok {
-			a.cl.feedSent.Add(raw)
-			b = wire.AppendNodeFeedHeader(b, nf, stamps, nb)
-			c.OwnEnd(b)
-			for _, r := range a.iov {
-				c.Share(r)
-			}
-		} else {
-			c.OwnEnd(b)
-		}
-		clear(a.iov)
-		c.CountOut(end - f.next)
-		f.next = end
-		if flags != 0 {
-			f.stop()
-			return
-		}
-	}
-}
-
-// appendFeedS2 appends to b a compressed NODE_FEED of the run in a.iov
-// (nb bytes) when Options.S2 is on, the run is long enough and the block
-// is smaller; false leaves b as it was.
-func (a *acceptConn) appendFeedS2(b []byte, f wire.NodeFeed, stamps []int64, nb int) ([]byte, bool) {
-	if !a.cl.opts.S2 || nb < s2Min {
-		return b, false
-	}
-	hdr := len(b)
-	b = wire.AppendNodeFeedS2Header(b, f, stamps, 0)
-	var ok bool
-	b, ok, a.zin = wire.AppendCompressedRun(b, a.iov, nb, s2Min, a.zin)
-	if !ok {
-		return b[:hdr], false
-	}
-	binary.BigEndian.PutUint32(b[hdr:], uint32(len(b)-hdr-wire.HeaderLen))
-	a.cl.feedSent.Add(uint64(len(b) - hdr))
-	return b, true
-}
-
-func (f *feed) retryLater() {
-	if f.retry {
-		return
-	}
-	f.retry = true
-	time.AfterFunc(2*time.Millisecond, func() {
-		f.a.c.Execute(func() {
-			f.retry = false
-			f.run()
-		})
-	})
-}
-
-// FeedBytes returns the NODE_FEED bytes this node sent and what they
-// would have been uncompressed.
-func (cl *Cluster) FeedBytes() (sent, raw uint64) { return cl.feedSent.Load(), cl.feedRaw.Load() }

@@ -1,4 +1,4 @@
-package cluster
+package nodelink
 
 import (
 	"errors"
@@ -23,22 +23,33 @@ var errCallTimeout = errors.New("cluster: peer request timed out")
 // errLinkBacklog: more than LinkBacklog bytes wait to be written to a peer.
 var errLinkBacklog = errors.New("cluster: link to peer node backlogged")
 
+// StatusError is a NODE_RESPONSE with a status other than OK: the peer
+// answered, so the link is fine, but the operation failed.
+type StatusError struct {
+	Status uint8
+	Text   string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("cluster: peer: status %d: %s", e.Status, e.Text)
+}
+
 // LinkBacklog bounds the bytes queued on one outbound link (and, in the
 // engine, what may wait in its connection's output).
 const LinkBacklog = 64 << 20
 
 // Link is this node's outbound connection to one peer node: requests go
-// out on it, and answers and NODE_FEED come back. It is dialed and
-// handshaken by the goroutine that needs it, then enrolled in an event
-// loop (Transport.Enroll), which owns the connection from then on: the
-// loop hands it every frame read (Receive) and writes what was queued
-// (Drain, when kicked, so everything queued meanwhile goes out in one
-// write). The Link is also the connection's protocol as the loop carries
-// it (NodeConn): the record layer and the frames' meaning. Methods are
-// safe for concurrent use unless they say otherwise; NodeConn's methods
-// run on the loop and must not block.
+// out on it, and answers, NODE_FEED and NODE_REPLICATED come back. It is
+// dialed and handshaken by the goroutine that needs it, then enrolled in
+// an event loop (Transport.Enroll), which owns the connection from then
+// on: the loop hands it every frame read (Input) and writes what was
+// queued (drain, when kicked, so everything queued meanwhile goes out in
+// one write). The Link is also the connection's protocol as the loop
+// carries it (NodeConn): the record layer and the frames' meaning.
+// Methods are safe for concurrent use unless they say otherwise;
+// NodeConn's methods run on the loop and must not block.
 type Link struct {
-	cl   *Cluster
+	ls   *Links
 	node string
 	sess *wire.NodeSession // the handshake's keys, for the record layer
 
@@ -52,12 +63,11 @@ type Link struct {
 	io    nodeIO
 	z     []byte
 	inErr error
-	// Scratch of the senders' pulls (replicate.go), on the loop.
-	iov    [][]byte
-	stamps []int64
+	// scratch is the Pullers', on the loop.
+	scratch Scratch
 
 	mu       sync.Mutex
-	pulls    []*sender // senders to pull at the next drain (replicate.go)
+	pulls    []Puller // to pull at the next drain
 	out      []byte
 	spare    []byte
 	flushing bool // a flush task is scheduled
@@ -71,12 +81,28 @@ type Link struct {
 	lastRecv atomic.Int64
 }
 
+// Puller is work a link's loop does when it drains the link (the data
+// plane's senders, which write from their streamlets' buffers): Pull runs
+// on the loop after the frames queued meanwhile were moved to the output;
+// Dropped, instead, when the link ended first.
+type Puller interface {
+	Pull(l *Link)
+	Dropped()
+}
+
+// Scratch is buffers a link's Pullers reuse, owned by the link's loop:
+// valid only during a Pull.
+type Scratch struct {
+	Iov    [][]byte
+	Stamps []int64
+}
+
 // dialLink connects to node at addr (its client address), completes the
 // node handshake and enrolls the connection in an event loop, all within
 // timeout. It must not run on a loop.
-func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, error) {
+func (ls *Links) dialLink(node, addr string, timeout time.Duration) (*Link, error) {
 	deadline := time.Now().Add(timeout) // a socket deadline: wall time
-	if cl.cut(node) {
+	if ls.cut(node) {
 		return nil, fmt.Errorf("%w: dial %s (%s): cut off (Config.Cut)", ErrLinkDown, node, addr)
 	}
 	c, err := net.DialTimeout("tcp", addr, timeout)
@@ -84,8 +110,8 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 		return nil, fmt.Errorf("%w: dial %s (%s): %v", ErrLinkDown, node, addr, err)
 	}
 	_ = c.SetDeadline(deadline)
-	sess, err := wire.NodeHandshake(c, wire.NodeDial{Name: cl.self, ClientAddr: cl.clientAddr,
-		Secret: cl.opts.Secret, Expect: node})
+	sess, err := wire.NodeHandshake(c, wire.NodeDial{Name: ls.cfg.Self, ClientAddr: ls.clientAddr,
+		Secret: ls.cfg.Secret, Expect: node})
 	if err == nil && len(sess.Rest) != 0 {
 		// The acceptor sends nothing unasked, and gnet cannot be handed
 		// bytes already read.
@@ -96,10 +122,10 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 		return nil, fmt.Errorf("%w: %s (%s): %v", ErrLinkDown, node, addr, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	l := &Link{cl: cl, node: node, sess: sess, ready: make(chan struct{}),
+	l := &Link{ls: ls, node: node, sess: sess, ready: make(chan struct{}),
 		calls: make(map[uint32]func(wire.Header, []byte, error))}
-	l.lastRecv.Store(l.cl.now().UnixNano())
-	if err := cl.cfg.Transport.Enroll(c, l, deadline); err != nil {
+	l.lastRecv.Store(ls.now().UnixNano())
+	if err := ls.cfg.Transport.Enroll(c, l, deadline); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w: %s: enroll: %v", ErrLinkDown, node, err)
 	}
@@ -121,8 +147,8 @@ func (cl *Cluster) dialLink(node, addr string, timeout time.Duration) (*Link, er
 // meanwhile (the loop closes the connection).
 func (lk *Link) Attach(c Conn) bool {
 	// The record layer first: a kick may queue output at once.
-	lk.io.limit = lk.cl.cfg.Conns.MaxBody
-	if !lk.cl.cfg.Conns.Plain {
+	lk.io.limit = lk.ls.cfg.Conns.MaxBody
+	if !lk.ls.cfg.Conns.Plain {
 		lk.io.sealed(lk.sess)
 	}
 	lk.mu.Lock()
@@ -143,15 +169,27 @@ func (lk *Link) Attach(c Conn) bool {
 // Node returns the name of the peer node.
 func (lk *Link) Node() string { return lk.node }
 
+// Conn returns the loop's side of the link's connection: for a Puller,
+// on the link's loop.
+func (lk *Link) Conn() Conn { return lk.c }
+
+// Scratch returns the buffers the Pullers share: for a Puller, on the
+// link's loop.
+func (lk *Link) Scratch() *Scratch { return &lk.scratch }
+
 func (lk *Link) error() error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	return lk.err
 }
 
-// queue appends one frame built by enc to the output; cb, when not nil,
-// is registered for the answer carrying the frame's request id.
-func (l *Link) queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header, []byte, error)) error {
+// Queue appends one frame built by enc (given the frame's request id) to
+// the link's output; cb, when not nil, is registered for the answer
+// carrying that id (NODE_RESPONSE or NODE_APPENDED) and runs on the
+// link's loop with it, or with the error that ended the link. It fails
+// when the link ended or more than LinkBacklog bytes wait. Any goroutine;
+// it never blocks.
+func (l *Link) Queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header, []byte, error)) error {
 	l.mu.Lock()
 	if l.err != nil {
 		err := l.err
@@ -182,15 +220,15 @@ func (l *Link) queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header
 	return nil
 }
 
-// pull asks the link's loop to run sd's pull at its next drain; false
-// when the link ended.
-func (l *Link) pull(sd *sender) bool {
+// Pull asks the link's loop to run p's Pull at its next drain; false
+// when the link ended. Any goroutine; it never blocks.
+func (l *Link) Pull(p Puller) bool {
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
 		return false
 	}
-	l.pulls = append(l.pulls, sd)
+	l.pulls = append(l.pulls, p)
 	kick := l.attached && !l.flushing
 	if kick {
 		l.flushing = true
@@ -204,7 +242,7 @@ func (l *Link) pull(sd *sender) bool {
 
 // drain moves what was queued into the connection's output (on the
 // link's loop, when kicked), so that everything queued meanwhile goes out
-// in one write, then runs the senders' pulls (replicate.go).
+// in one write, then runs the Pullers.
 func (l *Link) drain() {
 	l.mu.Lock()
 	buf := l.out
@@ -219,12 +257,12 @@ func (l *Link) drain() {
 		b = append(b, buf...)
 		l.c.OwnEnd(b)
 	}
-	for _, sd := range pulls {
+	for _, p := range pulls {
 		if dead {
-			sd.scheduled.Store(false)
+			p.Dropped()
 			continue
 		}
-		sd.pull(l)
+		p.Pull(l)
 	}
 	if cap(buf) <= 4<<20 {
 		l.mu.Lock()
@@ -233,22 +271,23 @@ func (l *Link) drain() {
 	}
 }
 
-// call sends a NODE_REQUEST and waits for its answer (at most the
-// cluster's callTimeout; a request that times out fails alone, the link
-// stays: the heartbeat judges the peer). The result is a copy.
-func (l *Link) call(op wire.NodeOp, body []byte) ([]byte, error) {
-	return l.callFor(op, body, l.cl.callTimeout())
+// Call sends a NODE_REQUEST and waits for its answer (at most
+// CallTimeout; a request that times out fails alone, the link stays: the
+// heartbeat judges the peer). The result is a copy; a refusal is a
+// *StatusError. Any goroutine but the loops.
+func (l *Link) Call(op wire.NodeOp, body []byte) ([]byte, error) {
+	return l.CallFor(op, body, l.ls.CallTimeout())
 }
 
-// callFor is call with its own timeout.
-func (l *Link) callFor(op wire.NodeOp, body []byte, timeout time.Duration) ([]byte, error) {
+// CallFor is Call with its own timeout.
+func (l *Link) CallFor(op wire.NodeOp, body []byte, timeout time.Duration) ([]byte, error) {
 	type result struct {
 		b   []byte
 		err error
 	}
 	ch := make(chan result, 1)
 	var reqID uint32
-	err := l.queue(func(dst []byte, id uint32) []byte { reqID = id; return wire.AppendNodeRequest(dst, id, op, body) },
+	err := l.Queue(func(dst []byte, id uint32) []byte { reqID = id; return wire.AppendNodeRequest(dst, id, op, body) },
 		func(h wire.Header, b []byte, err error) {
 			if err == nil && h.Type != wire.TypeNodeResponse {
 				err = fmt.Errorf("%w: %s answered %v to a request", ErrLinkDown, l.node, h.Type)
@@ -262,7 +301,7 @@ func (l *Link) callFor(op wire.NodeOp, body []byte, timeout time.Duration) ([]by
 			case derr != nil:
 				ch <- result{err: fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, derr)}
 			case status != wire.NodeOK:
-				ch <- result{err: &opError{status, text}}
+				ch <- result{err: &StatusError{status, text}}
 			default:
 				ch <- result{b: append([]byte(nil), res...)}
 			}
@@ -285,15 +324,17 @@ func (l *Link) callFor(op wire.NodeOp, body []byte, timeout time.Duration) ([]by
 	}
 }
 
-// post sends a NODE_REQUEST whose answer is not awaited.
-func (l *Link) post(op wire.NodeOp, body []byte) {
-	_ = l.queue(func(dst []byte, id uint32) []byte { return wire.AppendNodeRequest(dst, id, op, body) },
+// Post sends a NODE_REQUEST whose answer is not awaited. Any goroutine;
+// it never blocks.
+func (l *Link) Post(op wire.NodeOp, body []byte) {
+	_ = l.Queue(func(dst []byte, id uint32) []byte { return wire.AppendNodeRequest(dst, id, op, body) },
 		func(wire.Header, []byte, error) {})
 }
 
-// send queues a frame that has no answer (NODE_READ, NODE_UNREAD).
-func (l *Link) send(frame []byte) error {
-	return l.queue(func(dst []byte, _ uint32) []byte { return append(dst, frame...) }, nil)
+// Send queues a frame that has no answer (NODE_READ, NODE_UNREAD). Any
+// goroutine; it never blocks.
+func (l *Link) Send(frame []byte) error {
+	return l.Queue(func(dst []byte, _ uint32) []byte { return append(dst, frame...) }, nil)
 }
 
 // Input implements NodeConn: the records read are opened, and every
@@ -333,7 +374,7 @@ func (l *Link) frame(h wire.Header, body []byte) bool {
 // receive handles one frame from the peer (on the link's loop); an error
 // ends the link.
 func (l *Link) receive(h wire.Header, body []byte) error {
-	l.lastRecv.Store(l.cl.now().UnixNano()) // the heartbeat's clock
+	l.lastRecv.Store(l.ls.now().UnixNano()) // the heartbeat's clock
 	switch h.Type {
 	case wire.TypeNodeResponse, wire.TypeNodeAppended:
 		l.mu.Lock()
@@ -348,16 +389,15 @@ func (l *Link) receive(h wire.Header, body []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
 		}
-		l.cl.fillAdoption(l.node, f, stamps, run) // a copy to adopt (drain.go), and
-		l.cl.fillCopy(f, stamps, run)             // the gateway's copy: either may exist
+		l.ls.cfg.Handler.Feed(l.node, f, stamps, run)
 	case wire.TypeNodeReplicated:
 		r, err := wire.DecodeNodeReplicated(body)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrLinkDown, l.node, err)
 		}
-		l.cl.replicated(l, r)
+		l.ls.cfg.Handler.Replicated(l, r)
 	case wire.TypePing:
-		return l.send(wire.AppendPong(nil, h.ID))
+		return l.Send(wire.AppendPong(nil, h.ID))
 	case wire.TypePong:
 	default: // ERROR, GOAWAY or anything unexpected ends the link
 		return fmt.Errorf("%w: %s sent %v", ErrLinkDown, l.node, h.Type)
@@ -365,33 +405,9 @@ func (l *Link) receive(h wire.Header, body []byte) error {
 	return nil
 }
 
-// fillCopy applies a NODE_FEED (on the link's loop) to this node's copy
-// of the streamlet: records are appended with their original stamps, a
-// sealed feed completes the copy, a gone one breaks it (the host does not
-// hold the streamlet: not yet, since a committed streamlet may be read
-// before its host got it, or not any more: the readers read it again
-// until the committed list says what became of it), and the channel's
-// readers are woken.
-func (c *Cluster) fillCopy(f wire.NodeFeed, stamps, run []byte) {
-	s := c.gw.Copy(f.Streamlet)
-	if s == nil {
-		return // dropped meanwhile
-	}
-	s.Fill(int(f.Start), int(f.Count), func(i int) ([]byte, bool, int64) {
-		var p []byte
-		var ext bool
-		p, ext, run, _ = wire.NextRecordExt(run) // validated by DecodeNodeFeed
-		return p, ext, wire.FeedStamp(stamps, i)
-	}, f.Flags&wire.FeedSealed != 0)
-	if f.Flags&wire.FeedGone != 0 {
-		s.Break()
-	}
-	c.gw.Wake(s.Channel())
-}
-
 // Write implements NodeConn: the output is sealed.
 func (l *Link) Write(iov [][]byte, w Writer) error {
-	if l.cl.cut(l.node) {
+	if l.ls.cut(l.node) {
 		return nil // dropped on the way (Config.Cut)
 	}
 	return l.io.write(iov, w)
@@ -425,7 +441,7 @@ func (l *Link) fail(err error) {
 }
 
 // close ends the link once: requests in flight fail with err, and the
-// cluster learns that the peer may be gone. onLoop says the caller runs
+// Handler learns that the peer may be gone (unless the node stops). onLoop says the caller runs
 // on the link's loop.
 func (l *Link) close(err error, onLoop bool) {
 	l.mu.Lock()
@@ -450,7 +466,7 @@ func (l *Link) close(err error, onLoop bool) {
 	for _, cb := range calls {
 		cb(wire.Header{}, nil, err)
 	}
-	l.cl.linkClosed(l, err)
+	l.ls.linkClosed(l, err)
 }
 
 // closed reports whether the link has ended.

@@ -1,4 +1,4 @@
-package cluster
+package nodelink
 
 import (
 	"fmt"
@@ -11,34 +11,23 @@ import (
 // interval (a quarter of the RPC timeout); the peer answers PONG (9.2).
 // A link on which nothing at all arrived for two RPC timeouts is dead:
 // it is closed, which fails everything in flight on it (NODE_APPENDs and
-// requests alike) and marks the peer down, so that it gets no new
-// streamlet for a while and this node's copies fed by it end and are read
-// again. Without it a paused or cut-off host held a
+// requests alike) and tells the Handler the peer is down (the cluster then
+// gives it no new streamlet for a while, and this node's copies fed by it
+// end and are read again). Without it a paused or cut-off host held a
 // gateway's NODE_APPEND, and the copies it fed, forever: nothing else
 // bounds them.
 //
-// Requests are no longer what declares a peer dead: a slow answer (a
-// manager waiting for a host on behalf of the caller) fails only that
-// request, after callTimeout.
+// Requests are not what declares a peer dead: a slow answer (a manager
+// waiting for a host on behalf of the caller) fails only that request,
+// after CallTimeout.
 
 // heartbeatEvery is the interval of link PINGs and checks.
-func (c *Cluster) heartbeatEvery() time.Duration { return max(c.rpcTimeout()/4, 10*time.Millisecond) }
-
-// callTimeout bounds the wait for one request's answer: long enough for
-// the nested requests one operation makes (a WRITE_GRANT may seal on one
-// host and open on another, each within the RPC timeout), since a peer's
-// death is the heartbeat's to detect.
-func (c *Cluster) callTimeout() time.Duration { return 3 * c.rpcTimeout() }
-
-// StaleAfter is how long a gateway's read stream may stand still before
-// it looks at its channel's list and the open streamlet's length again
-// (two RPC timeouts; package engine, progress.go).
-func (c *Cluster) StaleAfter() time.Duration { return 2 * c.rpcTimeout() }
+func (ls *Links) heartbeatEvery() time.Duration { return max(ls.RPCTimeout()/4, 10*time.Millisecond) }
 
 // silenceLimit is how long a link may receive nothing before it is
 // dead: two RPC timeouts (a peer's PONG waits behind everything its loop
 // has to do, and so does this node's reading of it).
-func (c *Cluster) silenceLimit() time.Duration { return 2 * c.rpcTimeout() }
+func (ls *Links) silenceLimit() time.Duration { return 2 * ls.RPCTimeout() }
 
 // linkDead is the heartbeat's verdict on a link at now (unix ns): dead
 // when nothing arrived from the peer since lastRecv for longer than
@@ -47,17 +36,17 @@ func linkDead(now, lastRecv int64, timeout time.Duration) bool {
 	return now-lastRecv > int64(timeout)
 }
 
-// heartbeats runs heartbeat every heartbeatEvery until the cluster
-// stops (its own goroutine: refresh may wait for peers).
-func (c *Cluster) heartbeats() {
-	t := time.NewTicker(c.heartbeatEvery())
+// heartbeats runs heartbeat every heartbeatEvery until the node stops
+// (its own goroutine: the redial may wait for peers).
+func (ls *Links) heartbeats() {
+	t := time.NewTicker(ls.heartbeatEvery())
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-ls.cfg.Stop:
 			return
 		case <-t.C:
-			c.heartbeat(c.now())
+			ls.heartbeat(ls.now())
 		}
 	}
 }
@@ -72,18 +61,18 @@ func heartbeatPaused(now, lastTick int64, timeout time.Duration) bool {
 
 // heartbeat checks every link and pings the live ones; it dials the
 // members that are alive in the membership but were unreachable.
-func (c *Cluster) heartbeat(now time.Time) {
-	paused := heartbeatPaused(now.UnixNano(), c.lastBeat, c.rpcTimeout())
-	c.lastBeat = now.UnixNano()
-	c.redial()
-	c.nudgeSenders(now.UnixNano(), paused)
-	c.mu.RLock()
-	links := make([]*Link, 0, len(c.links))
-	for _, l := range c.links {
+func (ls *Links) heartbeat(now time.Time) {
+	paused := heartbeatPaused(now.UnixNano(), ls.lastBeat, ls.RPCTimeout())
+	ls.lastBeat = now.UnixNano()
+	ls.redial()
+	ls.cfg.Handler.Heartbeat(now.UnixNano(), paused)
+	ls.mu.RLock()
+	links := make([]*Link, 0, len(ls.links))
+	for _, l := range ls.links {
 		links = append(links, l)
 	}
-	c.mu.RUnlock()
-	timeout := c.silenceLimit()
+	ls.mu.RUnlock()
+	timeout := ls.silenceLimit()
 	for _, l := range links {
 		if l.closed() {
 			continue
@@ -94,31 +83,29 @@ func (c *Cluster) heartbeat(now time.Time) {
 			l.close(fmt.Errorf("%w: %s: nothing received for %v (heartbeat)", ErrLinkDown, l.node, timeout), false)
 			continue
 		}
-		_ = l.send(wire.AppendPing(nil, 0))
+		_ = l.Send(wire.AppendPing(nil, 0))
 	}
 }
 
 // redial dials, in the background and one at a time, the alive members
 // that this node could not reach.
-func (c *Cluster) redial() {
-	if !c.redialing.CompareAndSwap(false, true) {
+func (ls *Links) redial() {
+	if !ls.redialing.CompareAndSwap(false, true) {
 		return
 	}
-	todo := c.view.Unreached()
+	todo := ls.cfg.Directory.Unreached()
 	if len(todo) == 0 {
-		c.redialing.Store(false)
+		ls.redialing.Store(false)
 		return
 	}
-	c.wg.Add(1)
-	c.owned.Go(func() {
-		defer c.redialing.Store(false)
+	ls.wg.Add(1)
+	ls.owned.Go(func() {
+		defer ls.redialing.Store(false)
 		for _, name := range todo {
-			select {
-			case <-c.stop:
+			if ls.stopping() {
 				return
-			default:
 			}
-			c.linkTo(name, true)
+			ls.linkTo(name, true)
 		}
-	}, c.wg.Done)
+	}, ls.wg.Done)
 }
