@@ -112,6 +112,34 @@ type Manager interface {
 	CopyStats() (done, failed int64, running int, waiting int64)
 }
 
+// Host is what the cluster needs of this node's host (package host):
+// its Host role, which peers and the manager use, and what the data plane
+// serves from it. The cluster installs itself as the host's id source and
+// replication hooks (New).
+type Host interface {
+	role.Host
+	// Streamlet returns the hosted streamlet id (nil when it is not held
+	// here); List the hosted streamlets of a channel, Channels the
+	// channels with any.
+	Streamlet(id uint64) *host.Streamlet
+	List(channel string) ([]role.Hosted, error)
+	Channels() []string
+	// Load is the node's load report; MessageIDs a page of the stored
+	// message ids (DEDUP_IDS).
+	Load() host.Load
+	MessageIDs(streamlets []uint64, from int, since int64, limit int) host.IDPage
+	// Draining reports whether the host takes no new streamlets; NewCopy
+	// and Adopt make and take a copy of a peer's closed streamlet.
+	Draining() bool
+	NewCopy(id uint64, channel string, first uint64, l role.Limits, copyOf string) *host.Streamlet
+	Adopt(s *host.Streamlet, meta role.Hosted) error
+	SetIDSource(src host.IDSource, budget time.Duration)
+	SetReplicationHooks(onOrder, onCommit func(*host.Streamlet))
+	SetSealWait(d time.Duration)
+}
+
+var _ Host = (*host.Host)(nil)
+
 // Gateway is what the cluster needs from this node's gateway (package
 // engine). Its methods must not block.
 type Gateway interface {
@@ -144,7 +172,7 @@ type Config struct {
 	// process (its host's incarnation: hosts keep streamlets in memory,
 	// so a restarted node holds nothing its earlier one held).
 	Self, Instance string
-	Host           *host.Host
+	Host           Host
 	// State is this node's replica of the metadata state machine; the
 	// cluster feeds it from the log (its observer is the caller's).
 	State   *meta.State
@@ -179,10 +207,10 @@ type Cluster struct {
 	// would be uncompressed (Append).
 	appendSent, appendRaw atomic.Uint64
 	// feedRaw and feedSent count NODE_FEED bytes as they would be
-	// uncompressed and as sent (acceptConn's feeds).
+	// uncompressed and as sent (inbound.go's feeds).
 	feedRaw, feedSent atomic.Uint64
 	mgr               Manager
-	host              *host.Host
+	host              Host
 	st                *meta.State
 	gw                Gateway
 	log               *slog.Logger
@@ -275,9 +303,9 @@ func New(cfg Config) *Cluster {
 // Hooks); call it before Start.
 func (c *Cluster) SetManager(m Manager) { c.mgr = m }
 
-// Propose commits cmd to the metadata log (the manager's Log): it fails
+// propose commits cmd to the metadata log (the manager's Log): it fails
 // with an error wrapping role.ErrNotLeader on a node that does not lead.
-func (c *Cluster) Propose(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
+func (c *Cluster) propose(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
 	rl := c.rlog.Load()
 	if rl == nil {
 		return nil, 0, fmt.Errorf("%w: the metadata log has not started", role.ErrNotLeader)
@@ -384,8 +412,25 @@ func (c *Cluster) Goroutines() int {
 	return n
 }
 
-// LinkFailures counts the links that ended other than by Shutdown.
-func (c *Cluster) LinkFailures() int64 { return c.links.Failures() }
+// Stats are counters of a node's links, for tests and benchmarks.
+type Stats struct {
+	// AppendSent and AppendRaw are the NODE_APPEND bytes this node sent
+	// (frames included) and what they would have been uncompressed;
+	// FeedSent and FeedRaw the same of NODE_FEED.
+	AppendSent, AppendRaw, FeedSent, FeedRaw uint64
+	// ReplSent and ReplHeld are the records this node forwarded as an
+	// orderer and received as a follower.
+	ReplSent, ReplHeld uint64
+	// LinkFailures counts the links that ended other than by Shutdown.
+	LinkFailures int64
+}
+
+// Stats returns the node's link counters. Any goroutine.
+func (c *Cluster) Stats() Stats {
+	return Stats{AppendSent: c.appendSent.Load(), AppendRaw: c.appendRaw.Load(), FeedSent: c.feedSent.Load(),
+		FeedRaw: c.feedRaw.Load(), ReplSent: c.replSent.Load(), ReplHeld: c.replHeld.Load(),
+		LinkFailures: c.links.Failures()}
+}
 
 // ErrNoLink: no link to the node is open (Append never dials).
 var ErrNoLink = nodelink.ErrNoLink

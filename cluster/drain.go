@@ -319,7 +319,3 @@ func (c *Cluster) serveDrain(node string) error {
 	_, err := c.call(node, wire.OpDrain, e.B)
 	return err
 }
-
-// Drain asks node (a member's name; "" or this node's name: this node) to
-// drain (OP_DRAIN); it returns once the request was accepted.
-func (c *Cluster) Drain(node string) error { return c.serveDrain(node) }

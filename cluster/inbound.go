@@ -298,7 +298,3 @@ func (f *feed) retryLater() {
 		})
 	})
 }
-
-// FeedBytes returns the NODE_FEED bytes this node sent and what they
-// would have been uncompressed.
-func (cl *Cluster) FeedBytes() (sent, raw uint64) { return cl.feedSent.Load(), cl.feedRaw.Load() }

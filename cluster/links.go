@@ -76,10 +76,6 @@ func (c *Cluster) markDown(node string) {
 // reports whether one is. It may wait for the network.
 func (c *Cluster) Connect(node string) bool { return c.links.Dial(node) != nil }
 
-// AppendBytes returns the NODE_APPEND bytes this node sent (frames
-// included) and what they would have been uncompressed.
-func (c *Cluster) AppendBytes() (sent, raw uint64) { return c.appendSent.Load(), c.appendRaw.Load() }
-
 // Append sends a NODE_APPEND of count records (run, wire.AppendRecord
 // each) for streamlet g.Streamlet to its host over the open link, without
 // dialing (ErrNoLink when there is none). done runs on the link's loop

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"time"
 
 	"github.com/sluice-rtm/sluice/cluster/metalog"
@@ -132,11 +133,22 @@ func (c *Cluster) GossipAddr() string {
 	return ""
 }
 
-// managerHooks is the cluster as the manager sees it (manager.Cluster).
+// ManagerHooks is the cluster as this node's manager sees it: the nodes
+// (manager.Cluster) and the metadata log it commits to (manager.Log).
+type ManagerHooks interface {
+	manager.Cluster
+	manager.Log
+}
+
+// managerHooks implements ManagerHooks.
 type managerHooks struct{ c *Cluster }
 
-// Hooks returns the cluster as the manager's Cluster.
-func (c *Cluster) Hooks() manager.Cluster { return managerHooks{c} }
+// Hooks returns the cluster as the manager's Cluster and Log.
+func (c *Cluster) Hooks() ManagerHooks { return managerHooks{c} }
+
+func (h managerHooks) Propose(ctx context.Context, cmd []byte) ([]byte, uint64, error) {
+	return h.c.propose(ctx, cmd)
+}
 
 func (h managerHooks) HostOf(node string) role.Host { return h.c.hostOf(node) }
 func (h managerHooks) Usable(node string) bool      { return h.c.view.Usable(node) }

@@ -337,12 +337,6 @@ func (a *peerConn) Replicate(r wire.NodeReplicate, stamps, run []byte) {
 	a.c.OwnEnd(b)
 }
 
-// ReplicationStats reports the records this node forwarded as an orderer
-// and received as a follower.
-func (c *Cluster) ReplicationStats() (sent, received uint64) {
-	return c.replSent.Load(), c.replHeld.Load()
-}
-
 var _ host.Waker = (*sender)(nil)
 
 // fence and sealAt are the FENCE and SEAL_AT ops of a remote host.

@@ -715,7 +715,7 @@ func TestCluster_OneLoopPerNodeNeverStalls(t *testing.T) {
 		}
 	}
 	for _, s := range nodes {
-		if n := s.clu().LinkFailures(); n != 0 {
+		if n := s.clu().Stats().LinkFailures; n != 0 {
 			t.Fatalf("node %s: %d links failed (a peer stopped answering)", s.opts.ServerName, n)
 		}
 	}

@@ -23,10 +23,9 @@ func startCluster2(t testing.TB, mutate func(*Options)) (a, b *Server) {
 // sent and as it would have been uncompressed.
 func nodeBytes(nodes ...*Server) (sent, raw uint64) {
 	for _, n := range nodes {
-		s, r := n.clu().AppendBytes()
-		fs, fr := n.clu().FeedBytes()
-		sent += s + fs
-		raw += r + fr
+		st := n.clu().Stats()
+		sent += st.AppendSent + st.FeedSent
+		raw += st.AppendRaw + st.FeedRaw
 	}
 	return sent, raw
 }

@@ -350,10 +350,10 @@ func TestNodeLink_FlippedByteOnARealLink(t *testing.T) {
 					pub.nc.Close()
 					pub, _ = helloRaw(t, a.Addr())
 				}
-				return err == nil && p.flipped.Load() && a.clu().LinkFailures() > 0
+				return err == nil && p.flipped.Load() && a.clu().Stats().LinkFailures > 0
 			})
-			if !p.flipped.Load() || a.clu().LinkFailures() == 0 {
-				t.Fatalf("flipped %v, link failures %d", p.flipped.Load(), a.clu().LinkFailures())
+			if !p.flipped.Load() || a.clu().Stats().LinkFailures == 0 {
+				t.Fatalf("flipped %v, link failures %d", p.flipped.Load(), a.clu().Stats().LinkFailures)
 			}
 		})
 	}

@@ -155,7 +155,8 @@ func Start(opts Options) (*Server, error) {
 		s.pres.sync = presence.NewSyncer(s.pres.reg, func(node string, body []byte) ([]byte, error) {
 			return cl.Call(node, wire.OpPresenceSync, body)
 		})
-		mcfg.Log, mcfg.Cluster, mcfg.DropGrace = cl, cl.Hooks(), dropGrace
+		hooks := cl.Hooks()
+		mcfg.Log, mcfg.Cluster, mcfg.DropGrace = hooks, hooks, dropGrace
 		s.mgr = manager.New(mcfg)
 		cl.SetManager(s.mgr)
 		s.plane = clusterPlane{s, cl}
