@@ -58,6 +58,7 @@ func Build(dir string, race bool, timeout time.Duration) (string, error) {
 type Proc struct {
 	Name string
 	Log  string // path of the log file
+	Dir  string // working directory ("" = the test's)
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process started last has exited and its output is in Log
@@ -78,6 +79,7 @@ func (p *Proc) Start(t testing.TB, env []string, argv ...string) {
 	w := &logWriter{f: f, ready: make(chan struct{})}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = p.Dir
 	// One writer for both: exec copies them from one pipe, on one
 	// goroutine, which Wait waits for.
 	cmd.Stdout, cmd.Stderr = w, w
