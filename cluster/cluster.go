@@ -197,7 +197,9 @@ type Config struct {
 	Cut func(peer string) bool
 }
 
-// Cluster is the node's cluster layer. Safe for concurrent use.
+// Cluster is the node's cluster layer. Safe for concurrent use: a method
+// may be called from any goroutine unless its comment says otherwise; one
+// that says it waits for the network must not be called on an event loop.
 type Cluster struct {
 	cfg      Config
 	self     string
@@ -319,7 +321,7 @@ func (c *Cluster) propose(ctx context.Context, cmd []byte) ([]byte, uint64, erro
 
 // Start joins the membership and the metadata log; clientAddr is the
 // node's client address (the server's listener is up), unless
-// Options.ClientAdvertise names another.
+// Options.ClientAdvertise names another. Call it once, after SetManager.
 func (c *Cluster) Start(clientAddr string) error {
 	o := c.opts
 	c.clientAddr = o.ClientAdvertise
@@ -366,6 +368,7 @@ func (c *Cluster) poke() {
 
 // Shutdown leaves the membership, stops the metadata log and closes the
 // links. Every goroutine the cluster started has ended when it returns.
+// Call it (or Halt) once.
 func (c *Cluster) Shutdown() {
 	close(c.stop)
 	if ml := c.ml.Load(); ml != nil {

@@ -508,6 +508,7 @@ func (c *Cluster) Leadership() metalog.Leadership {
 
 // TransferLeadership hands this node's leadership of the metadata log to
 // node (a voter); only the leader may (tests, and operators' maintenance).
+// It waits for the network (until the transfer is done or failed).
 func (c *Cluster) TransferLeadership(node string) error {
 	rl := c.rlog.Load()
 	if rl == nil {
