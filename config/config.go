@@ -343,46 +343,46 @@ func decodeError(err error) error {
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
 }
 
+// setKey copies *v into *p when the key is set (v not nil); setd and
+// sets do the same for durations and sizes.
+func setKey[T any](p *T, v *T) {
+	if v != nil {
+		*p = *v
+	}
+}
+
+func setd(p *time.Duration, v *Duration) {
+	if v != nil {
+		*p = time.Duration(*v)
+	}
+}
+
+func sets(p *int, v *Size) {
+	if v != nil {
+		*p = int(*v)
+	}
+}
+
 // apply copies the keys that are set into dst.
 func (f *file) apply(dst *Serve) error {
 	o := &dst.Options
-	set := func(p *string, v *string) {
-		if v != nil {
-			*p = *v
-		}
-	}
-	seti := func(p *int, v *int) {
-		if v != nil {
-			*p = *v
-		}
-	}
-	setd := func(p *time.Duration, v *Duration) {
-		if v != nil {
-			*p = time.Duration(*v)
-		}
-	}
-	sets := func(p *int, v *Size) {
-		if v != nil {
-			*p = int(*v)
-		}
-	}
-	set(&o.Listen, f.Listen)
-	seti(&o.Loops, f.Loops)
-	set(&o.ServerName, f.Name)
+	setKey(&o.Listen, f.Listen)
+	setKey(&o.Loops, f.Loops)
+	setKey(&o.ServerName, f.Name)
 	if f.Name != nil {
 		dst.NameSet = true
 	}
-	seti(&o.LimitMsgs, f.LimitMsgs)
-	seti(&o.Replicas, f.Replicas)
+	setKey(&o.LimitMsgs, f.LimitMsgs)
+	setKey(&o.Replicas, f.Replicas)
 	sets(&o.LimitSize, f.LimitSize)
 	setd(&o.LimitLife, f.LimitLife)
 	setd(&o.TTL, f.TTL)
 	sets(&o.MaxRetained, f.MaxRetained)
 	setd(&o.DedupWindow, f.DedupWindow)
-	seti(&o.DedupIDs, f.DedupIDs)
+	setKey(&o.DedupIDs, f.DedupIDs)
 	sets(&o.MaxPayload, f.MaxPayload)
-	seti(&o.MaxConns, f.MaxConns)
-	seti(&o.MaxSubsPerConn, f.MaxSubs)
+	setKey(&o.MaxConns, f.MaxConns)
+	setKey(&o.MaxSubsPerConn, f.MaxSubs)
 	sets(&o.OutboundLimit, f.OutboundLimit)
 	if f.SlowPolicy != nil {
 		o.SlowPolicy = engine.SlowPolicy(*f.SlowPolicy)
@@ -391,20 +391,18 @@ func (f *file) apply(dst *Serve) error {
 	setd(&o.HandshakeTimeout, f.HandshakeTO)
 	setd(&o.IdleTimeout, f.IdleTimeout)
 	setd(&o.FrameTimeout, f.FrameTimeout)
-	if f.PublishRate != nil {
-		o.PublishRate = *f.PublishRate
-	}
-	seti(&o.PublishBurst, f.PublishBurst)
-	seti(&o.MaxConnsPerAddr, f.MaxConnsPerAddr)
+	setKey(&o.PublishRate, f.PublishRate)
+	setKey(&o.PublishBurst, f.PublishBurst)
+	setKey(&o.MaxConnsPerAddr, f.MaxConnsPerAddr)
 	if f.TrustedProxies != nil {
 		o.TrustedProxies = append([]string(nil), f.TrustedProxies...)
 	}
-	set(&o.TLSListen, f.TLSListen)
-	set(&o.TLSCertFile, f.TLSCert)
-	set(&o.TLSKeyFile, f.TLSKey)
-	set(&o.MetricsListen, f.MetricsListen)
-	set(&o.MetricsListen, f.HTTPListen) // the new name wins
-	set(&o.WSListen, f.WSListen)
+	setKey(&o.TLSListen, f.TLSListen)
+	setKey(&o.TLSCertFile, f.TLSCert)
+	setKey(&o.TLSKeyFile, f.TLSKey)
+	setKey(&o.MetricsListen, f.MetricsListen)
+	setKey(&o.MetricsListen, f.HTTPListen) // the new name wins
+	setKey(&o.WSListen, f.WSListen)
 	if f.WSOrigins != nil {
 		o.WSOrigins = append([]string(nil), f.WSOrigins...)
 	}
@@ -427,57 +425,64 @@ func (f *file) apply(dst *Serve) error {
 		}
 	}
 	if f.Auth != nil {
-		a := &engine.AuthConfig{Anonymous: f.Auth.Anonymous}
-		for _, r := range f.Auth.Roles {
-			a.Roles = append(a.Roles, engine.Role{Name: r.Name, Publish: r.Publish, Subscribe: r.Subscribe,
-				History: r.History, Presence: r.Presence})
-		}
-		for _, t := range f.Auth.Tokens {
-			a.Credentials = append(a.Credentials, engine.Credential{Name: t.Name, Hash: t.Hash, Role: t.Role})
-		}
-		if f.Auth.JWT != nil {
-			j, err := f.Auth.JWT.engine()
-			if err != nil {
-				return err
-			}
-			a.JWT = j
+		a, err := f.Auth.engine()
+		if err != nil {
+			return err
 		}
 		o.Auth = a
 	}
 	if p := f.Presence; p != nil {
-		seti(&o.Presence.MaxMembers, p.MaxMembers)
+		setKey(&o.Presence.MaxMembers, p.MaxMembers)
 		sets(&o.Presence.MaxBytes, p.MaxBytes)
-		seti(&o.Presence.EventsMax, p.EventsMax)
+		setKey(&o.Presence.EventsMax, p.EventsMax)
 		setd(&o.Presence.OccupancyInterval, p.OccupancyInterval)
 		setd(&o.Presence.PublisherWindow, p.PublisherWindow)
 	}
-	if c := f.Cluster; c != nil {
-		d := &dst.Cluster
-		set(&d.Listen, c.Listen)
-		set(&d.Advertise, c.Advertise)
-		set(&d.ClientAdvertise, c.ClientAdvertise)
-		if c.Join != nil {
-			d.Join = append([]string(nil), c.Join...)
-		}
-		set(&d.Secret, c.Secret)
-		if c.Capacity != nil {
-			d.Capacity = *c.Capacity
-		}
-		setd(&d.RPCTimeout, c.RPCTimeout)
-		setd(&d.ReportInterval, c.ReportInterval)
-		if c.S2 != nil {
-			d.S2 = *c.S2
-		}
-		set(&d.DataDir, c.DataDir)
-		set(&d.RaftListen, c.RaftListen)
-		set(&d.RaftAdvertise, c.RaftAdvertise)
-		if c.BootstrapExpect != nil {
-			d.BootstrapExpect = *c.BootstrapExpect
-		}
-		setd(&d.RaftTimeout, c.RaftTimeout)
-		setd(&d.NodeGoneAfter, c.NodeGoneAfter)
+	if f.Cluster != nil {
+		f.Cluster.apply(&dst.Cluster)
 	}
 	return nil
+}
+
+// engine returns the [auth] table as the engine's configuration.
+func (t *authTable) engine() (*engine.AuthConfig, error) {
+	a := &engine.AuthConfig{Anonymous: t.Anonymous}
+	for _, r := range t.Roles {
+		a.Roles = append(a.Roles, engine.Role{Name: r.Name, Publish: r.Publish, Subscribe: r.Subscribe,
+			History: r.History, Presence: r.Presence})
+	}
+	for _, tk := range t.Tokens {
+		a.Credentials = append(a.Credentials, engine.Credential{Name: tk.Name, Hash: tk.Hash, Role: tk.Role})
+	}
+	if t.JWT != nil {
+		j, err := t.JWT.engine()
+		if err != nil {
+			return nil, err
+		}
+		a.JWT = j
+	}
+	return a, nil
+}
+
+// apply copies the [cluster] keys that are set into d.
+func (c *clusterTab) apply(d *engine.ClusterOptions) {
+	setKey(&d.Listen, c.Listen)
+	setKey(&d.Advertise, c.Advertise)
+	setKey(&d.ClientAdvertise, c.ClientAdvertise)
+	if c.Join != nil {
+		d.Join = append([]string(nil), c.Join...)
+	}
+	setKey(&d.Secret, c.Secret)
+	setKey(&d.Capacity, c.Capacity)
+	setd(&d.RPCTimeout, c.RPCTimeout)
+	setd(&d.ReportInterval, c.ReportInterval)
+	setKey(&d.S2, c.S2)
+	setKey(&d.DataDir, c.DataDir)
+	setKey(&d.RaftListen, c.RaftListen)
+	setKey(&d.RaftAdvertise, c.RaftAdvertise)
+	setKey(&d.BootstrapExpect, c.BootstrapExpect)
+	setd(&d.RaftTimeout, c.RaftTimeout)
+	setd(&d.NodeGoneAfter, c.NodeGoneAfter)
 }
 
 // Validate checks a complete serve configuration; errors name the key (or

@@ -149,63 +149,79 @@ type loopGauges struct {
 	conns, tls, ws, subs int64
 }
 
-// Metrics collects a snapshot: counters from every loop (one task each, so
-// it waits for busy loops at most until ctx ends; loops that did not
-// answer are left out) and the node's load. Safe for concurrent use.
-func (s *Server) Metrics(ctx context.Context) Metrics {
+// gatherLoops sums the gauges of every loop: one task each, waiting for
+// their answers until ctx ends (a loop that did not answer by then is left
+// out).
+func (s *Server) gatherLoops(ctx context.Context) loopGauges {
 	ls := s.loopList()
 	ch := make(chan loopGauges, len(ls))
 	sent := 0
 	for _, l := range ls {
-		err := l.el.Execute(ctx, task{l, func() {
-			g := loopGauges{st: l.stats}
-			for c := range l.conns {
-				if c.closed {
-					continue
-				}
-				g.conns++
-				if c.sec.tls {
-					g.tls++
-				}
-				if c.ws != nil {
-					g.ws++
-				}
-				g.subs += int64(len(c.subs))
-			}
-			ch <- g
-		}})
+		err := l.el.Execute(ctx, task{l, func() { ch <- l.gauges() }})
 		if err == nil {
 			sent++
 		}
 	}
 	var sum loopGauges
-collect:
 	for range sent {
 		select {
 		case g := <-ch:
-			sum.conns += g.conns
-			sum.tls += g.tls
-			sum.ws += g.ws
-			sum.st.wsErrors += g.st.wsErrors
-			sum.subs += g.subs
-			st := &sum.st
-			st.bytesIn += g.st.bytesIn
-			st.msgsIn += g.st.msgsIn
-			st.payloadIn += g.st.payloadIn
-			st.msgsOut += g.st.msgsOut
-			st.bytesOut += g.st.bytesOut
-			st.writesBuffered += g.st.writesBuffered
-			st.frameTimeouts += g.st.frameTimeouts
-			for i := range st.errs {
-				st.errs[i] += g.st.errs[i]
-			}
-			for i := range st.gaps {
-				st.gaps[i] += g.st.gaps[i]
-			}
+			sum.add(g)
 		case <-ctx.Done():
-			break collect
+			return sum
 		}
 	}
+	return sum
+}
+
+// gauges counts the loop's open connections and subscriptions, with its
+// counters. On the loop.
+func (l *loop) gauges() loopGauges {
+	g := loopGauges{st: l.stats}
+	for c := range l.conns {
+		if c.closed {
+			continue
+		}
+		g.conns++
+		if c.sec.tls {
+			g.tls++
+		}
+		if c.ws != nil {
+			g.ws++
+		}
+		g.subs += int64(len(c.subs))
+	}
+	return g
+}
+
+// add adds o's gauges and counters to g.
+func (g *loopGauges) add(o loopGauges) {
+	g.conns += o.conns
+	g.tls += o.tls
+	g.ws += o.ws
+	g.subs += o.subs
+	st := &g.st
+	st.wsErrors += o.st.wsErrors
+	st.bytesIn += o.st.bytesIn
+	st.msgsIn += o.st.msgsIn
+	st.payloadIn += o.st.payloadIn
+	st.msgsOut += o.st.msgsOut
+	st.bytesOut += o.st.bytesOut
+	st.writesBuffered += o.st.writesBuffered
+	st.frameTimeouts += o.st.frameTimeouts
+	for i := range st.errs {
+		st.errs[i] += o.st.errs[i]
+	}
+	for i := range st.gaps {
+		st.gaps[i] += o.st.gaps[i]
+	}
+}
+
+// Metrics collects a snapshot: counters from every loop (one task each, so
+// it waits for busy loops at most until ctx ends; loops that did not
+// answer are left out) and the node's load. Safe for concurrent use.
+func (s *Server) Metrics(ctx context.Context) Metrics {
+	sum := s.gatherLoops(ctx)
 	hl := s.host.Load()
 	m := Metrics{
 		Node:        s.opts.ServerName,

@@ -143,32 +143,7 @@ func Start(opts Options) (*Server, error) {
 	s.plane = localPlane{s}
 	s.mirrors = newMirrorSet(s)
 	s.peerMaxBody = uint32(min(3*max(1<<20, uint64(s.maxBody))+64, 1<<31))
-	mcfg := manager.Config{Node: opts.ServerName, NewID: s.host.NewID, Limits: s.opts.limitsFor, Clock: s.clock,
-		Logger: s.log, DedupWindow: min(opts.DedupWindow, opts.TTL), State: s.state}
-	if opts.Cluster != nil {
-		cl := cluster.New(cluster.Config{Options: *opts.Cluster, Self: opts.ServerName, Instance: instanceID(),
-			Host: s.host, State: s.state, Gateway: clusterGateway{s}, Transport: transport{s},
-			Conns: nodelink.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: opts.Auth != nil,
-				HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
-				PingInterval: opts.PingInterval, FrameTimeout: opts.FrameTimeout, Plain: s.plainLinks},
-			Log: s.log, Clock: s.clock, Limits: opts.limitsFor, Cut: opts.cutPeer, Service: presenceService{s}})
-		s.pres.sync = presence.NewSyncer(s.pres.reg, func(node string, body []byte) ([]byte, error) {
-			return cl.Call(node, wire.OpPresenceSync, body)
-		})
-		hooks := cl.Hooks()
-		mcfg.Log, mcfg.Cluster, mcfg.DropGrace = hooks, hooks, dropGrace
-		s.mgr = manager.New(mcfg)
-		cl.SetManager(s.mgr)
-		s.plane = clusterPlane{s, cl}
-	} else {
-		if opts.Replicas > 1 {
-			s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", opts.Replicas)
-		}
-		s.log1 = metalog.NewSingle(opts.ServerName, singleFSM{s.state}, 0)
-		mcfg.Log, mcfg.Cluster = s.log1, manager.Local(opts.ServerName, s.host)
-		s.mgr = manager.New(mcfg)
-		s.mgr.Lead()
-	}
+	s.initPlane()
 	s.state.SetObserver(s.applied)
 
 	ww, err := newWriteWatch(&s.owned)
@@ -178,11 +153,82 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.ww = ww
 	s.fworkers = newFilterWorkers(s.opts.MaxFilters, opts.Loops) // before any connection can subscribe
+	s.runLoops()
+	if err := <-s.booted; err != nil {
+		s.plane.shutdown()
+		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
+	}
+	err = errors.Join(s.startTLS(), s.startWS(), s.startMetrics())
+	if err == nil {
+		err = s.plane.start(s.addr)
+	}
+	if err != nil {
+		s.abortStart()
+		return nil, err
+	}
+	s.fworkers.start(s)
+	s.owned.Go(s.ticker, func() { close(s.tickDone) })
+	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
+	if s.plainLinks && opts.Cluster != nil {
+		s.log.Warn("benchmark switch benchhook.SetPlainNodeLinks is on: node links are authenticated but NOT encrypted or integrity-protected")
+	}
+	s.warnExposure()
+	return s, nil
+}
+
+// abortStart undoes a Start that failed once the loops ran: the control
+// plane, the listeners of TLS, WebSocket and metrics, and the loops.
+func (s *Server) abortStart() {
+	s.plane.shutdown()
+	s.stopTLSAccept()
+	s.stopWSAccept()
+	s.stopMetrics()
+	_ = s.eng.Stop(context.Background())
+	<-s.done
+}
+
+// initPlane builds the node's control plane and its manager: the cluster
+// layer (package cluster) when Options.Cluster is set, else a single
+// node's (the metadata state applied directly, manager.Local as its
+// Cluster). Start calls it before the loops run.
+func (s *Server) initPlane() {
+	mcfg := manager.Config{Node: s.opts.ServerName, NewID: s.host.NewID, Limits: s.opts.limitsFor, Clock: s.clock,
+		Logger: s.log, DedupWindow: min(s.opts.DedupWindow, s.opts.TTL), State: s.state}
+	if s.opts.Cluster != nil {
+		cl := cluster.New(cluster.Config{Options: *s.opts.Cluster, Self: s.opts.ServerName, Instance: instanceID(),
+			Host: s.host, State: s.state, Gateway: clusterGateway{s}, Transport: transport{s},
+			Conns: nodelink.ConnOptions{MaxBody: s.peerMaxBody, RequireSecret: s.opts.Auth != nil,
+				HandshakeTimeout: s.opts.HandshakeTimeout, IdleTimeout: s.opts.IdleTimeout,
+				PingInterval: s.opts.PingInterval, FrameTimeout: s.opts.FrameTimeout, Plain: s.plainLinks},
+			Log: s.log, Clock: s.clock, Limits: s.opts.limitsFor, Cut: s.opts.cutPeer, Service: presenceService{s}})
+		s.pres.sync = presence.NewSyncer(s.pres.reg, func(node string, body []byte) ([]byte, error) {
+			return cl.Call(node, wire.OpPresenceSync, body)
+		})
+		hooks := cl.Hooks()
+		mcfg.Log, mcfg.Cluster, mcfg.DropGrace = hooks, hooks, dropGrace
+		s.mgr = manager.New(mcfg)
+		cl.SetManager(s.mgr)
+		s.plane = clusterPlane{s, cl}
+	} else {
+		if s.opts.Replicas > 1 {
+			s.log.Warn("sluice: replicas > 1 has no effect on a single node: it holds one copy of each streamlet", "replicas", s.opts.Replicas)
+		}
+		s.log1 = metalog.NewSingle(s.opts.ServerName, singleFSM{s.state}, 0)
+		mcfg.Log, mcfg.Cluster = s.log1, manager.Local(s.opts.ServerName, s.host)
+		s.mgr = manager.New(mcfg)
+		s.mgr.Lead()
+	}
+}
+
+// runLoops runs the event loops (gnet) on a goroutine of the server's;
+// s.booted gets the outcome of their start, and s.done is closed once
+// they are gone.
+func (s *Server) runLoops() {
 	h := &handler{srv: s}
 	s.owned.Go(func() {
-		err := gnet.Run(h, "tcp://"+opts.Listen, append([]gnet.Option{
+		err := gnet.Run(h, "tcp://"+s.opts.Listen, append([]gnet.Option{
 			gnet.WithMulticore(true),
-			gnet.WithNumEventLoop(opts.Loops),
+			gnet.WithNumEventLoop(s.opts.Loops),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithReuseAddr(true),
 			gnet.WithLogger(gnetLogger{s.log}),
@@ -195,36 +241,6 @@ func Start(opts Options) (*Server, error) {
 		s.stopped.Store(true)
 		s.ww.close() // the loops are gone: nothing arms it any more
 	}, func() { close(s.done) })
-	if err := <-s.booted; err != nil {
-		s.plane.shutdown()
-		return nil, fmt.Errorf("engine: listen on %s: %w", opts.Listen, err)
-	}
-	if err := errors.Join(s.startTLS(), s.startWS(), s.startMetrics()); err != nil {
-		s.plane.shutdown()
-		s.stopTLSAccept()
-		s.stopWSAccept()
-		s.stopMetrics()
-		_ = s.eng.Stop(context.Background())
-		<-s.done
-		return nil, err
-	}
-	if err := s.plane.start(s.addr); err != nil {
-		s.plane.shutdown()
-		s.stopTLSAccept()
-		s.stopWSAccept()
-		s.stopMetrics()
-		_ = s.eng.Stop(context.Background())
-		<-s.done
-		return nil, err
-	}
-	s.fworkers.start(s)
-	s.owned.Go(s.ticker, func() { close(s.tickDone) })
-	s.log.Info("sluice listening", "addr", s.addr, "loops", opts.Loops)
-	if s.plainLinks && opts.Cluster != nil {
-		s.log.Warn("benchmark switch benchhook.SetPlainNodeLinks is on: node links are authenticated but NOT encrypted or integrity-protected")
-	}
-	s.warnExposure()
-	return s, nil
 }
 
 // welcomeNow returns the WELCOME to send, with the current node list.

@@ -252,31 +252,7 @@ func (h *Host) complete(s *Streamlet, prior []role.StreamletRef) {
 	h.ddRebuilds.Add(1)
 	now := h.clock().UnixNano()
 	since := now - int64(h.window())
-	partial := false
-	// The streamlets to read, in order, with the record each starts at.
-	type part struct {
-		ref   role.StreamletRef
-		start int
-	}
-	var parts []part
-	expect := from
-	for _, r := range prior {
-		end := r.End
-		if !r.Closed || end > s.first {
-			end = s.first
-		}
-		if r.ID == 0 || r.Lost || r.First >= s.first || end <= from {
-			continue
-		}
-		if expect != 0 && r.First > expect {
-			partial = true // a hole: lost, or left out of the list
-		}
-		expect = end
-		parts = append(parts, part{r, int(max(from, r.First) - r.First)})
-	}
-	if expect != 0 && expect < s.first {
-		partial = true
-	}
+	parts, partial := dedupParts(prior, from, s.first)
 	add := func(ref role.StreamletRef, ids []StoredID) {
 		cw.mu.Lock()
 		for _, x := range ids {
@@ -287,7 +263,7 @@ func (h *Host) complete(s *Streamlet, prior []role.StreamletRef) {
 	// Those hosted here first, then each other node's in one run of
 	// pages (stamps of different nodes need not be ordered; the window
 	// only compares each id's own stamp with the clock).
-	byNode := map[string][]part{}
+	byNode := map[string][]dedupPart{}
 	var nodes []string
 	for _, p := range parts {
 		if p.ref.Host == h.node {
@@ -313,44 +289,12 @@ func (h *Host) complete(s *Streamlet, prior []role.StreamletRef) {
 	}
 	deadline := time.Now().Add(budget) // a timer, not a decision: wall time
 	for _, node := range nodes {
-		ps := byNode[node]
 		if h.idSrc == nil {
 			partial = true
 			break
 		}
-		ids := make([]uint64, len(ps))
-		for i, p := range ps {
-			ids[i] = p.ref.ID
-		}
-		k, at := 0, ps[0].start
-		for k < len(ps) {
-			if time.Now().After(deadline) {
-				partial = true
-				break
-			}
-			pg, err := h.idSrc.MessageIDs(node, ids[k:], at, since, deadline)
-			if err != nil {
-				partial = true
-				break
-			}
-			h.ddFetched.Add(uint64(len(pg.IDs)))
-			for len(pg.IDs) > 0 {
-				j := 0
-				for j < len(pg.IDs) && pg.IDs[j].K == pg.IDs[0].K {
-					j++
-				}
-				if kk := k + pg.IDs[0].K; kk < len(ps) {
-					add(ps[kk].ref, pg.IDs[:j])
-				}
-				pg.IDs = pg.IDs[j:]
-			}
-			if pg.Done <= 0 && pg.Next <= at {
-				partial = true // no progress: a confused peer
-				break
-			}
-			if k += pg.Done; k < len(ps) {
-				at = max(pg.Next, ps[k].start)
-			}
+		if !h.fetchIDs(node, byNode[node], since, deadline, add) {
+			partial = true
 		}
 	}
 	if partial {
@@ -360,6 +304,79 @@ func (h *Host) complete(s *Streamlet, prior []role.StreamletRef) {
 	cw.built, cw.next = true, s.first
 	cw.mu.Unlock()
 	s.dd = cw // before s is hosted: its appends see it under s.mu
+}
+
+// dedupPart is a streamlet whose ids complete a window, with the record
+// its reading starts at.
+type dedupPart struct {
+	ref   role.StreamletRef
+	start int
+}
+
+// dedupParts returns the streamlets of prior to read, in order, to bring
+// a window that saw everything before position from up to position first
+// (the new streamlet's); partial when a hole lies before first (a
+// streamlet lost, or left out of the list).
+func dedupParts(prior []role.StreamletRef, from, first uint64) (parts []dedupPart, partial bool) {
+	expect := from
+	for _, r := range prior {
+		end := r.End
+		if !r.Closed || end > first {
+			end = first
+		}
+		if r.ID == 0 || r.Lost || r.First >= first || end <= from {
+			continue
+		}
+		if expect != 0 && r.First > expect {
+			partial = true // a hole: lost, or left out of the list
+		}
+		expect = end
+		parts = append(parts, dedupPart{r, int(max(from, r.First) - r.First)})
+	}
+	if expect != 0 && expect < first {
+		partial = true
+	}
+	return parts, partial
+}
+
+// fetchIDs reads the ids of ps, streamlets hosted on node, from that node
+// in runs of pages (IDSource.MessageIDs) until deadline, and hands each
+// streamlet's ids to add; false when it could not read them all (an
+// error, the deadline, or a page that made no progress). It waits for
+// the network.
+func (h *Host) fetchIDs(node string, ps []dedupPart, since int64, deadline time.Time, add func(role.StreamletRef, []StoredID)) bool {
+	ids := make([]uint64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ref.ID
+	}
+	k, at := 0, ps[0].start
+	for k < len(ps) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		pg, err := h.idSrc.MessageIDs(node, ids[k:], at, since, deadline)
+		if err != nil {
+			return false
+		}
+		h.ddFetched.Add(uint64(len(pg.IDs)))
+		for len(pg.IDs) > 0 {
+			j := 0
+			for j < len(pg.IDs) && pg.IDs[j].K == pg.IDs[0].K {
+				j++
+			}
+			if kk := k + pg.IDs[0].K; kk < len(ps) {
+				add(ps[kk].ref, pg.IDs[:j])
+			}
+			pg.IDs = pg.IDs[j:]
+		}
+		if pg.Done <= 0 && pg.Next <= at {
+			return false // no progress: a confused peer
+		}
+		if k += pg.Done; k < len(ps) {
+			at = max(pg.Next, ps[k].start)
+		}
+	}
+	return true
 }
 
 // inherit gives a new streamlet, before anyone can append to it, its
