@@ -8,8 +8,10 @@ import (
 	"github.com/sluice-rtm/sluice/role"
 )
 
-// TestClosedHere: a copy target takes a streamlet it holds for a copy only
-// once its state has applied the streamlet's close (nemesis seed 38 of
+// TestClosedHere: a copy target takes a copy only once its state records
+// its incarnation (nemesis seed 102: a restarted node's own NODE_GONE,
+// applied late, freed its copy) and has applied the streamlet's close
+// (nemesis seed 38 of
 // ci-3n-r2: a follower cut off from its orderer still held its replica,
 // which the recovery had left out of the set; the copy took it for a
 // complete one, HOLDERS listed the follower, and the close, applied next,
@@ -43,6 +45,13 @@ func TestClosedHere(t *testing.T) {
 	apply(meta.Cmd{Kind: meta.KindClose, Time: now, Channel: "ch", Epoch: epoch, Tail: 7, Seal: meta.Seal{End: 28, Keep: []string{"a"}, TTL: ttl}})
 	if !closedHere(st, "ch", epoch, ref) {
 		t.Fatal("the applied close is not seen")
+	}
+	if copyReady(st, "b", "b2", "ch", epoch, ref) {
+		t.Fatal("ready before the state records this node's incarnation")
+	}
+	apply(meta.Cmd{Kind: meta.KindNodeGone, Time: now, Node: "b", Instance: "b2"})
+	if !copyReady(st, "b", "b2", "ch", epoch, ref) || copyReady(st, "b", "b3", "ch", epoch, ref) {
+		t.Fatal("ready only for the incarnation the state records")
 	}
 	if !closedHere(st, "ch", epoch-1, ref) {
 		t.Fatal("an earlier incarnation's streamlet is not done with")

@@ -140,9 +140,16 @@ var errCopy = errors.New("cluster: copy failed")
 // and must not pass for a copy. After the close, a streamlet held here is
 // an earlier try's adopted copy (its HOLDERS did not commit): a complete
 // copy of the committed records (Adopt checked them).
+//
+// A restarted node copies only once its state has applied the NODE_GONE
+// that recorded its incarnation: that command takes the node out of every
+// set, and applied after the copy it would free it (nemesis seed 102: a
+// restarted node replaying the log adopted a copy, then freed it with its
+// own NODE_GONE, and HOLDERS listed it).
 func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) error {
-	if !c.waitState(c.copyTimeout(), func() bool { return closedHere(c.st, channel, epoch, ref) }) {
-		return fmt.Errorf("%w: streamlet %d: this node's state does not list it closed (it lags the log)", errCopy, ref.ID)
+	ready := func() bool { return copyReady(c.st, c.self, c.instance, channel, epoch, ref) }
+	if !c.waitState(c.copyTimeout(), ready) {
+		return fmt.Errorf("%w: streamlet %d: this node's state does not list it closed, or not this node's incarnation (it lags the log)", errCopy, ref.ID)
 	}
 	if c.host.Streamlet(ref.ID) != nil {
 		return nil
@@ -206,6 +213,14 @@ func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) 
 	done = true
 	c.log.Debug("sluice cluster: holding a copy", "channel", channel, "streamlet", ref.ID, "from", ref.Host, "records", meta.Len)
 	return nil
+}
+
+// copyReady reports whether a node (self, running incarnation inst) whose
+// state is st may take a copy of ref: its state records inst and has
+// applied the streamlet's close (closedHere).
+func copyReady(st *meta.State, self, inst, channel string, epoch uint64, ref role.StreamletRef) bool {
+	rec, ok := st.Instance(self)
+	return ok && rec == inst && closedHere(st, channel, epoch, ref)
 }
 
 // closedHere reports whether st has applied the close of streamlet ref of
