@@ -35,8 +35,9 @@ type RaftStatus struct {
 }
 
 // CopyStatus counts a manager's copies of closed streamlets: made, failed
-// (tried again), running now, and streamlets held by fewer usable nodes
-// than their replica count at the last tick (waiting for one).
+// (tried again), running now, and (on the leader) the streamlets held by
+// fewer usable nodes than they should be now: closed ones waiting for a
+// copy, open ones with a replica gone, waiting for a recovery.
 type CopyStatus struct {
 	Done    int64 `json:"done"`
 	Failed  int64 `json:"failed"`

@@ -376,7 +376,7 @@ func WriteMetrics(w io.Writer, m Metrics) error {
 	p.sample("sluice_streamlet_copies_total", float64(m.CopiesDone), "outcome", "done")
 	p.sample("sluice_streamlet_copies_total", float64(m.CopiesFailed), "outcome", "failed")
 	p.one("sluice_streamlet_copies_running", "gauge", "Copies this node's manager is making now (at most 4).", float64(m.CopiesRunning))
-	p.one("sluice_streamlets_awaiting_copy", "gauge", "Closed streamlets of the channels this node manages that wait for a copy (held by fewer usable nodes than their replica count: a holder drains or died), at the last tick.", float64(m.CopiesWaiting))
+	p.one("sluice_streamlets_awaiting_copy", "gauge", "Streamlets held by fewer usable nodes than they should be (a holder drains or died): closed ones waiting for a copy, open ones waiting for a recovery; counted by the metadata log's leader, 0 elsewhere.", float64(m.CopiesWaiting))
 	p.one("sluice_streamlets_adopted_total", "counter", "Copies of other nodes' streamlets this node took over and holds.", float64(m.StreamletsAdopted))
 	p.one("sluice_draining", "gauge", "1 while this node drains (lame duck: SIGTERM or sluice cluster drain).", b2f(m.Draining))
 	node := []string{"node", m.Node}

@@ -33,14 +33,12 @@ type copyJob struct {
 // scanCopies finds the closed streamlets short of usable holders and
 // starts copies while slots are free.
 func (m *Manager) scanCopies() {
-	var waiting int64
 	m.st.Range(func(c *meta.Channel) bool {
 		want := max(m.cfg.Limits(c.Name).Replicas, 1)
 		for _, r := range c.List {
 			if !r.Closed || r.Lost || m.usableHolders(r) >= want {
 				continue
 			}
-			waiting++
 			if m.claimCopy(r.ID) {
 				job := copyJob{channel: c.Name, epoch: c.Epoch, ref: r}
 				if !m.cfg.Cluster.Go(func() { m.copy(job) }) {
@@ -50,7 +48,6 @@ func (m *Manager) scanCopies() {
 		}
 		return true
 	})
-	m.wantCopy.Store(waiting)
 }
 
 // usableHolders counts the usable nodes among ref's holders.
@@ -145,11 +142,38 @@ func copySource(ref role.StreamletRef, usable func(node string) bool) string {
 }
 
 // CopyStats reports the copies of closed streamlets this manager made,
-// those that failed (and are retried), those running now and the
-// streamlets that waited for one at the last scan.
+// those that failed (and are retried), those running now, and, while it
+// leads, the streamlets held by fewer usable nodes than they should be now
+// (underReplicated; 0 on a node that does not lead).
 func (m *Manager) CopyStats() (done, failed int64, running int, waiting int64) {
 	m.cmu.Lock()
 	running = len(m.copying)
 	m.cmu.Unlock()
-	return m.copiesDone.Load(), m.copiesFail.Load(), running, m.wantCopy.Load()
+	if m.Leading() {
+		waiting = m.underReplicated()
+	}
+	return m.copiesDone.Load(), m.copiesFail.Load(), running, waiting
+}
+
+// underReplicated counts, in the committed lists, the closed streamlets
+// held by fewer usable nodes than their channel's replica count (a copy is
+// due) and the open ones with a replica that is not usable (a recovery and
+// rollover are due), lost ones aside. It walks every channel: for status
+// and metrics, not for a hot path.
+func (m *Manager) underReplicated() int64 {
+	var n int64
+	m.st.Range(func(c *meta.Channel) bool {
+		want := max(m.cfg.Limits(c.Name).Replicas, 1)
+		for _, r := range c.List {
+			switch {
+			case r.Lost:
+			case r.Closed && m.usableHolders(r) < want:
+				n++
+			case !r.Closed && m.usableHolders(r) < len(r.Set()):
+				n++
+			}
+		}
+		return true
+	})
+	return n
 }

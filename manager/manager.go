@@ -158,7 +158,6 @@ type Manager struct {
 	cmu                    sync.Mutex
 	copying                map[uint64]bool
 	copiesDone, copiesFail atomic.Int64
-	wantCopy               atomic.Int64
 	lastCopyScan           atomic.Int64
 
 	grants, degraded, degradedLog, recoveries atomic.Int64

@@ -272,11 +272,25 @@ func TestNodeDown_AndReReplication(t *testing.T) {
 	if r.Lost || slices.Contains(r.Set(), dead) || len(r.Set()) != 1 {
 		t.Fatalf("after NodeGone: %+v", r)
 	}
+	// Counted as it is now, not at the last scan: the closed streamlet
+	// waits for a copy, and the open one waits for a recovery when the
+	// dead node is one of its replicas (NODE_GONE leaves open sets to the
+	// recovery).
+	want := int64(1)
+	if open, _ := e.channel("c").Open(); slices.Contains(open.Set(), dead) {
+		want++
+	}
+	if _, _, _, waiting := e.m.CopyStats(); waiting != want {
+		t.Fatalf("waiting %d before the copy, want %d", waiting, want)
+	}
 	e.clock.advance(time.Second)
 	e.m.Tick(e.clock.now())
 	r = e.channel("c").List[0]
 	if len(r.Set()) != 2 || slices.Contains(r.Set(), dead) {
 		t.Fatalf("not copied back to two holders: %+v", r)
+	}
+	if done, _, _, _ := e.m.CopyStats(); done == 0 {
+		t.Fatal("no copy counted")
 	}
 	if s := e.host(r.Set()[0]).Streamlet(r.ID); s == nil || s.Buf().Len() != 4 {
 		t.Fatalf("the new holder's copy: %v", s)
