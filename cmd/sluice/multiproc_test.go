@@ -158,11 +158,14 @@ func (c *mpCluster) waitStatus(what string, d time.Duration, ok func(engine.Stat
 // aliveMembers counts the members in state alive.
 func aliveMembers(st engine.Status) int { return proctest.Alive(st) }
 
-// managedBy returns n channel names with prefix that node manages in a
-// cluster of names whose nodes all have capacity 1.
-func managedBy(t *testing.T, node, prefix string, n int, names ...string) []string {
-	t.Helper()
-	return proctest.ManagedBy(t, prefix, n, names, node)
+// chanNames returns n channel names: prefix.0 .. prefix.n-1 (the
+// metadata log's leader manages every channel: a name chooses nothing).
+func chanNames(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + "." + strconv.Itoa(i)
+	}
+	return out
 }
 
 func mpPayload(i int) []byte { return []byte("m" + strconv.Itoa(i)) }
@@ -323,7 +326,7 @@ func TestMultiProcessCluster(t *testing.T) {
 
 	// 1. Publish on a, subscribe on b and c: both see everything, in order.
 	// The channel is managed by a, so its streamlets rotate over b and c.
-	ch := managedBy(t, "a", "mp.fanout", 1, names...)[0]
+	ch := chanNames("mp.fanout", 1)[0]
 	first, retries, err := publishRetrying(ctx, pub, ch, []byte("warm-up"))
 	if err != nil {
 		t.Fatalf("first publish: %v", err)
@@ -365,7 +368,7 @@ func TestMultiProcessCluster(t *testing.T) {
 	// publishing resumes, and b's subscribers see every acked message but
 	// those announced lost.
 	const nch = 4
-	chans := managedBy(t, "a", "mp.failover", nch, names...)
+	chans := chanNames("mp.failover", nch)
 	subConn := dial(b)
 	type track struct {
 		sub    *client.Subscription

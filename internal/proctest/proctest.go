@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/sluice-rtm/sluice/engine"
-	"github.com/sluice-rtm/sluice/placement"
 )
 
 // ReadyTimeout bounds how long Start waits for a process to be ready.
@@ -270,65 +269,4 @@ func WaitUntil(t testing.TB, what string, d, interval time.Duration, cond func()
 		}
 		time.Sleep(interval) // polling other processes
 	}
-}
-
-// ring returns the placement nodes names, each of capacity 1 (as the test
-// clusters run them: --cluster-capacity 1).
-func ring(names []string) []placement.Node {
-	var ns []placement.Node
-	for _, name := range names {
-		ns = append(ns, placement.Node{ID: placement.NodeID(name), Capacity: 1})
-	}
-	return ns
-}
-
-// snapshot is the placement of the nodes ns.
-func snapshot(t testing.TB, ns []placement.Node) *placement.Snapshot {
-	t.Helper()
-	snap, err := placement.NewSnapshot(ns, placement.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
-}
-
-// ManagerOf returns the manager of channel among the nodes names, as every
-// node computes it while it sees exactly those alive.
-func ManagerOf(t testing.TB, channel string, names ...string) string {
-	t.Helper()
-	return ManagerAmong(t, channel, ring(names))
-}
-
-// ManagerAmong is ManagerOf among the nodes ns, with their capacities.
-func ManagerAmong(t testing.TB, channel string, ns []placement.Node) string {
-	t.Helper()
-	m, _ := snapshot(t, ns).Manager(channel)
-	return string(m)
-}
-
-// ManagedBy returns n channels named prefix.N that one of managers manages
-// in a cluster of the nodes names.
-func ManagedBy(t testing.TB, prefix string, n int, names []string, managers ...string) []string {
-	t.Helper()
-	return ManagedAmong(t, prefix, n, ring(names), managers...)
-}
-
-// ManagedAmong is ManagedBy among the nodes ns, with their capacities.
-func ManagedAmong(t testing.TB, prefix string, n int, ns []placement.Node, managers ...string) []string {
-	t.Helper()
-	snap := snapshot(t, ns)
-	var out []string
-	for i := 0; i < 100000 && len(out) < n; i++ {
-		ch := fmt.Sprintf("%s.%d", prefix, i)
-		m, _ := snap.Manager(ch)
-		for _, want := range managers {
-			if string(m) == want {
-				out = append(out, ch)
-			}
-		}
-	}
-	if len(out) < n {
-		t.Fatalf("not %d channels managed by %v", n, managers)
-	}
-	return out
 }

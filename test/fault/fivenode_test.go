@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -20,7 +19,7 @@ func fiveNodeCases() []faultCase {
 	debug := []string{"--log-level", "debug"} // the managers log each streamlet they open
 	return []faultCase{
 		// --replicas 3 on five nodes (three would leave the survivor
-		// without a majority); 20 channels managed by all five; every
+		// without a majority of the metadata log); 20 channels; every
 		// node serves a publisher or a subscriber. The two nodes that
 		// share the most open streamlets when the fault strikes are
 		// killed at once: those streamlets lose two of their three
@@ -28,10 +27,8 @@ func fiveNodeCases() []faultCase {
 		// Then every closed streamlet is copied back to three holders on
 		// the survivors (sluice cluster status of each).
 		{name: "kill-two-r3", nodes: 5, flags: append([]string{"--replicas", "3"}, debug...), noLoss: true, replay: true,
-			chans: func(t *testing.T, names []string) []string {
-				return managedBy(t, "fault.r3", 20, names, "a", "b", "c", "d", "e")
-			},
-			pubs: []int{0, 2, 4}, subs: []int{1, 3},
+			chans: chanNames("fault.r3", 20),
+			pubs:  []int{0, 2, 4}, subs: []int{1, 3},
 			fault: func(tp *topo) {
 				for _, r := range tp.roles() {
 					tp.t.Logf("  %v", r)
@@ -53,19 +50,17 @@ func fiveNodeCases() []faultCase {
 				tp.t.Logf("killed %s and %s (-9)", vx.name, vy.name)
 				tp.waitReplicated(rest, []*node{vx, vy}, done0, replicatedWithin)
 			}},
-		// --replicas 2 on five nodes; a and b manage the channels and
-		// serve the clients. Of c, d and e, which manage none and serve no
-		// client, the two that hold the most streamlets alone (as their
-		// only replicas) are chosen: one is killed; once the survivors report every
+		// --replicas 2 on five nodes; a and b serve the clients (a
+		// forms the cluster and normally leads the metadata log). Of c,
+		// d and e, which serve no client, the two that hold the most
+		// streamlets alone (as their only replicas) are chosen: one is killed; once the survivors report every
 		// closed streamlet back at two holders, the other is killed too.
 		// Without the copies, the streamlets the two held alone would be
 		// lost with the second; with them, the replay on the survivors
 		// gets every acknowledged message.
 		{name: "rereplicate-r2", nodes: 5, flags: append([]string{"--replicas", "2"}, debug...), noLoss: true, replay: true,
-			chans: func(t *testing.T, names []string) []string {
-				return managedBy(t, "fault.rr", nchans, names, "a", "b")
-			},
-			pubs: []int{0, 1}, subs: []int{0, 1},
+			chans: chanNames("fault.rr", nchans),
+			pubs:  []int{0, 1}, subs: []int{0, 1},
 			fault: func(tp *topo) {
 				var ops []Opened
 				for _, o := range tp.opened() {

@@ -6,16 +6,18 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/sluice-rtm/sluice/placement"
+	"github.com/sluice-rtm/sluice/internal/proctest"
 )
 
 // The kill cases with replicated streamlets: which node has which role
 // for the case's channels when the fault strikes (read from the nodes'
-// debug logs and the placement ring), killing several nodes at once, and
-// waiting for re-replication (`sluice cluster status`).
+// debug logs and, for the manager, `sluice cluster status`: the metadata
+// log's leader manages every channel), killing several nodes at once, and
+// waiting for re-replication.
 
 // opened returns every streamlet opening that the nodes' managers logged
 // (the nodes run with --log-level debug).
@@ -39,17 +41,17 @@ func (tp *topo) opened() []Opened {
 }
 
 // roles returns what every node is for the case's channels now: the
-// manager of which (the ring over every node of the topology, all alive),
-// the orderer or a follower of which open streamlet, the gateway of which
+// manager of which (the metadata log's leader manages every channel), the
+// orderer or a follower of which open streamlet, the gateway of which
 // publishers and subscribers. It fails the test when the logs do not name
 // an open streamlet for every channel (debug logging is off, or the log
-// line changed).
+// line changed), or no node names a leader.
 func (tp *topo) roles() []Roles {
 	tp.t.Helper()
 	ops := tp.opened()
 	open := tp.openNow()
-	ring := tp.ring()
-	mgr := func(ch string) string { return managerAmong(tp.t, ch, ring) }
+	leader := tp.leaderName()
+	mgr := func(string) string { return leader }
 	pubs, subs := tp.nameList(tp.pubs), tp.nameList(tp.subs)
 	var out []Roles
 	for _, n := range tp.names() {
@@ -70,6 +72,42 @@ func (tp *topo) openNow() map[string][]string {
 		}
 	}
 	return open
+}
+
+// leaderName returns the metadata log's leader as a node's status names
+// it, asking the live nodes in turn for up to 15 s (an election may be
+// under way).
+func (tp *topo) leaderName() string {
+	tp.t.Helper()
+	names := tp.names()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, n := range tp.nodes {
+			raw, err := proctest.StatusJSON(tp.bin, n.client(), secret, 3*time.Second)
+			if err != nil {
+				continue
+			}
+			if l, _, ok := RaftRoles(raw, names); ok && l >= 0 {
+				return names[l]
+			}
+		}
+		if time.Now().After(deadline) {
+			tp.t.Fatal("no node's status names a leader of the metadata log")
+		}
+		time.Sleep(200 * time.Millisecond) // polling other processes
+	}
+}
+
+// chanNames returns a case's channels: prefix.0 .. prefix.n-1 (the
+// leader manages every channel; the names choose nothing).
+func chanNames(prefix string, n int) func(*testing.T, []string) []string {
+	return func(*testing.T, []string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s.%d", prefix, i)
+		}
+		return out
+	}
 }
 
 func (r Roles) String() string {
@@ -104,78 +142,69 @@ func killRole(pick func(rs []Roles) int, check func(r Roles) string) func(tp *to
 // that replay every channel from its start on every survivor afterwards
 // must get them all too.
 //
-// With --replicas 2 on three nodes, a channel's streamlets are held by
-// the two nodes other than its manager (a manager chooses hosts among the
-// other nodes when there are any), so a node never manages and hosts one
-// channel at once: the manager case's victim hosts nothing of its
-// channels and the host case's victim manages none and serves no client.
-// The gateway case has a fourth node of tiny capacity, which placement
-// gives no streamlet and almost no channel: it only serves clients. The
-// all-roles victim manages a third of the channels, orders open
-// streamlets of others and serves a publisher and a subscriber of every
-// channel. Which replica orders moves with the nodes' loads, so the host
-// and all-roles cases choose their victim from the managers' logs when
-// the fault strikes.
+// The metadata log's leader manages every channel; hosts are chosen by
+// load among all nodes, and which replica orders moves with the loads, so
+// the cases choose their victim from the status and the managers' logs
+// when the fault strikes, and check that it has the role the case is
+// about.
 func killCases() []faultCase {
 	debug := []string{"--log-level", "debug"} // the managers log each streamlet they open
 	r2 := append([]string{"--replicas", replicasFlag()}, debug...)
-	byA := func(t *testing.T, names []string) []string { return managedBy(t, "fault.ka", nchans, names, "a") }
-	byC := func(t *testing.T, names []string) []string { return managedBy(t, "fault.kc", nchans, names, "c") }
-	c := func([]Roles) int { return 2 }
 	clients := func(r Roles) int { return r.Pubs + r.Subs }
+	leads := func(r Roles) bool { return r.Managed > 0 }
+	leader := func(rs []Roles) int { return slices.IndexFunc(rs, leads) }
 	return []faultCase{
-		// a manages every channel and serves every client; of b and c,
-		// which hold the replicas, the one ordering more open streamlets
+		// a serves every client; of b and c, the one that does not lead
+		// (or, if neither does, the one ordering more open streamlets)
 		// is killed: a host, and nothing else.
-		{name: "kill-replicated/host", flags: r2, noLoss: true, replay: true, chans: byA, pubs: []int{0, 0}, subs: []int{0},
+		{name: "kill-replicated/host", flags: r2, noLoss: true, replay: true, chans: chanNames("fault.kh", nchans),
+			pubs: []int{0, 0}, subs: []int{0},
 			fault: killRole(func(rs []Roles) int {
+				switch {
+				case leads(rs[1]):
+					return 2
+				case leads(rs[2]):
+					return 1
+				}
 				return pick(rs[2].Ordered > rs[1].Ordered, 2, 1)
 			}, func(r Roles) string {
-				if r.Ordered == 0 || r.Managed > 0 || clients(r) > 0 {
-					return "want the orderer of open streamlets, manager of none, gateway of none"
+				if r.Ordered == 0 || leads(r) || clients(r) > 0 {
+					return "want the orderer of open streamlets, not the leader, gateway of none"
 				}
 				return ""
 			})},
-		// c manages every channel; the clients are on a and b, which
-		// hold the replicas.
-		{name: "kill-replicated/manager", flags: r2, noLoss: true, replay: true, chans: byC, pubs: []int{0, 1}, subs: []int{0, 1},
-			fault: killRole(c, func(r Roles) string {
-				if r.Managed != nchans || r.Held > 0 || clients(r) > 0 {
-					return "want the manager of every channel, holder of no streamlet, gateway of none"
+		// The metadata log's leader, which manages every channel (and
+		// holds replicas like any node), is killed; clients on every
+		// node.
+		{name: "kill-replicated/leader", flags: r2, noLoss: true, replay: true, chans: chanNames("fault.kl", nchans),
+			pubs: []int{0, 1, 2}, subs: []int{0, 1, 2},
+			fault: killRole(leader, func(r Roles) string {
+				if r.Managed != nchans {
+					return "want the leader of the metadata log (the manager of every channel)"
 				}
 				return ""
 			})},
 		// Four nodes: d has --cluster-capacity 0.01, so placement gives
-		// it no streamlet while a, b and c can take them, and it manages
-		// none of the channels (managed by a): it only serves clients, a
-		// publisher and a subscriber; b serves the others. d is killed:
-		// a gateway and nothing else.
+		// it no streamlet while a, b and c can take them; it serves a
+		// publisher and a subscriber, b the others. d is killed: a
+		// gateway and nothing else.
 		{name: "kill-replicated/gateway", nodes: 4, caps: map[string]float64{"d": 0.01}, flags: r2, noLoss: true, replay: true,
-			chans: func(t *testing.T, names []string) []string {
-				return managedAmong(t, "fault.kg", nchans, []placement.Node{{ID: "a", Capacity: 1}, {ID: "b", Capacity: 1},
-					{ID: "c", Capacity: 1}, {ID: "d", Capacity: 0.01}}, "a")
-			},
-			pubs: []int{3, 1}, subs: []int{3, 1, 0},
+			chans: chanNames("fault.kg", nchans),
+			pubs:  []int{3, 1}, subs: []int{3, 1, 0},
 			fault: killRole(func([]Roles) int { return 3 }, func(r Roles) string {
-				if r.Managed > 0 || r.Held > 0 || r.Pubs == 0 || r.Subs == 0 {
-					return "want the gateway of a publisher and a subscriber, manager of none, holder of no streamlet"
+				if leads(r) || r.Held > 0 || r.Pubs == 0 || r.Subs == 0 {
+					return "want the gateway of a publisher and a subscriber, not the leader, holder of no streamlet"
 				}
 				return ""
 			})},
-		// 21 channels managed by a, b and c; publishers on all three,
-		// live subscribers on a and c. Of a and c, the one ordering more
-		// open streamlets is killed (one of them orders b's channels);
-		// b has no live subscriber, so its replay reads the surviving
-		// replicas (with --replicas 1 it gets GAP lost for what the victim
-		// held, and the case fails).
-		{name: "kill-replicated/all", flags: r2, noLoss: true, replay: true,
-			chans: func(t *testing.T, names []string) []string { return managedBy(t, "fault.r2", 21, names, "a", "b", "c") },
-			pubs:  []int{0, 1, 2}, subs: []int{0, 2},
-			fault: killRole(func(rs []Roles) int {
-				return pick(rs[2].Ordered >= rs[0].Ordered, 2, 0)
-			}, func(r Roles) string {
-				if r.Managed == 0 || r.Ordered == 0 || r.Pubs == 0 || r.Subs == 0 {
-					return "want a manager, an orderer and a gateway of publishers and subscribers at once"
+		// 21 channels, publishers and live subscribers on a, b and c; the
+		// leader is killed while it also orders open streamlets and
+		// serves clients: every role at once.
+		{name: "kill-replicated/all", flags: r2, noLoss: true, replay: true, chans: chanNames("fault.r2", 21),
+			pubs: []int{0, 1, 2}, subs: []int{0, 1, 2},
+			fault: killRole(leader, func(r Roles) string {
+				if !leads(r) || r.Ordered == 0 || r.Pubs == 0 || r.Subs == 0 {
+					return "want the leader, an orderer and a gateway of publishers and subscribers at once"
 				}
 				return ""
 			})},

@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluice-rtm/sluice/engine"
 	"github.com/sluice-rtm/sluice/internal/proctest"
-	"github.com/sluice-rtm/sluice/placement"
 )
 
 // The network: one bridge in the test's namespace with address .254, and
@@ -107,15 +106,6 @@ func (tp *topo) capacity(name string) float64 {
 		return c
 	}
 	return 1
-}
-
-// ring returns the nodes as placement sees them (every one alive).
-func (tp *topo) ring() []placement.Node {
-	var ns []placement.Node
-	for _, n := range tp.nodes {
-		ns = append(ns, placement.Node{ID: placement.NodeID(n.name), Capacity: tp.capacity(n.name)})
-	}
-	return ns
 }
 
 // names returns the names of every node of the topology.
@@ -382,28 +372,6 @@ func (tp *topo) dropToPeers(n *node, only ...*node) func() {
 // nftCount numbers the nftables tables of this process (dropToPeers);
 // only the test's goroutine cuts.
 var nftCount int
-
-// managerOf returns the manager of channel among the nodes names (each of
-// capacity 1), as every node computes it while it sees exactly those alive.
-func managerOf(t *testing.T, channel string, names ...string) string {
-	return proctest.ManagerOf(t, channel, names...)
-}
-
-// managerAmong returns the manager of channel among the nodes ns.
-func managerAmong(t *testing.T, channel string, ns []placement.Node) string {
-	return proctest.ManagerAmong(t, channel, ns)
-}
-
-// managedBy returns channels named prefix.N that node manages in a
-// cluster of names with capacity 1 each (the placement ring's owner).
-func managedBy(t *testing.T, prefix string, n int, names []string, managers ...string) []string {
-	return proctest.ManagedBy(t, prefix, n, names, managers...)
-}
-
-// managedAmong is managedBy over the nodes ns (with their capacities).
-func managedAmong(t *testing.T, prefix string, n int, ns []placement.Node, managers ...string) []string {
-	return proctest.ManagedAmong(t, prefix, n, ns, managers...)
-}
 
 func contains(ns []*node, n *node) bool {
 	for _, x := range ns {

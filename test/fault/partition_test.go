@@ -3,31 +3,36 @@
 package fault
 
 import (
-	"testing"
+	"slices"
 	"time"
 )
 
 // partitionCases are the partitions that separate one replica from the
-// writer: replicated streamlets (--replicas 2) on 21 channels that a
-// manages, with publishers and subscribers on every node; b and c are cut
-// off from each other alone (both still reach a, the manager, and the
-// clients), both ways or only b's packets to c, for longer than the
-// bound, then healed. Streamlets that one of them orders and the other
-// follows stop being acknowledged (a follower its orderer cannot reach,
-// which a still sees alive): within two RPC timeouts the orderer asks a to
-// recover the streamlet, and the channels continue on streamlets that do
-// not pair b and c. Every publish gets its outcome within the bound
-// (without the recovery the stalled ones wait for the heal); no
-// acknowledged message may be lost (nor announced lost), none delivered
-// twice, no position acknowledged twice; replayed from the start on every
-// node after the heal, every channel holds them all. partition-manager
-// cuts a, the manager, from b instead (below).
+// writer: replicated streamlets (--replicas 2) on 21 channels, with
+// publishers and subscribers on every node. The two nodes that do not
+// lead the metadata log are cut off from each other alone (both still
+// reach the leader, which manages every channel, and the clients), both
+// ways or only one's packets to the other, for longer than the bound,
+// then healed. Streamlets that one of them orders and the other follows
+// stop being acknowledged (a follower its orderer cannot reach, which the
+// leader still sees alive): within two RPC timeouts the orderer asks the
+// leader to recover the streamlet, and the channels continue on
+// streamlets that do not pair the two. Every publish gets its outcome
+// within the bound (without the recovery the stalled ones wait for the
+// heal); no acknowledged message may be lost (nor announced lost), none
+// delivered twice, no position acknowledged twice; replayed from the
+// start on every node after the heal, every channel holds them all.
+// partition-leader cuts the leader from one other node instead (below).
 func partitionCases() []faultCase {
-	byA21 := func(t *testing.T, names []string) []string { return managedBy(t, "fault.pa", 21, names, "a") }
-	// cut drops packets from nodes i to j, and from j to i when both, for
-	// the fault's length (longer than the bound), then heals.
-	cut := func(i, j int, both bool) func(*topo) {
+	chans := chanNames("fault.pa", 21)
+	// cut drops packets from the node from(leader) to the node to(leader)
+	// (and back when both) for the fault's length (longer than the bound),
+	// then heals; leader is the metadata log's leader when it strikes.
+	cut := func(from, to func(leader int) int, both bool) func(*topo) {
 		return func(tp *topo) {
+			l := slices.Index(tp.names(), tp.leaderName())
+			i, j := from(l), to(l)
+			tp.t.Logf("the leader is %s; cutting %s -> %s%s", tp.nodes[l].name, tp.nodes[i].name, tp.nodes[j].name, pick(both, " both ways", ""))
 			undo := tp.dropToPeers(tp.nodes[i], tp.nodes[j])
 			defer undo()
 			if both {
@@ -37,31 +42,33 @@ func partitionCases() []faultCase {
 			time.Sleep(bound + 4*time.Second) // the fault's length
 		}
 	}
+	leader := func(l int) int { return l }
+	other1 := func(l int) int { return (l + 1) % 3 }
+	other2 := func(l int) int { return (l + 2) % 3 }
 	return []faultCase{
 		{name: "partition-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
-			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: cut(1, 2, true)},
-		// a, the manager of every channel, and b cut off from each other
-		// alone: each sees the other down while both keep a majority with
-		// c, which sees both alive. In b's view the channels have another
-		// manager (b or c), to which b's gateway sends its grants; only a
-		// is the manager of the full view (c's), and only a may continue
-		// them: nothing acknowledged may be lost, no position acknowledged
-		// twice.
-		// b's live subscribers may be told GAP lost over acknowledged
-		// messages (a known limit); the replay after the heal must have
-		// them all.
-		{name: "partition-manager", flags: []string{"--replicas", "2"}, noLoss: true, liveGapsOK: true, outcomeBound: true, needsNft: true,
-			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: cut(0, 1, true)},
-		// N = 3 on three nodes: every streamlet is on b and c; while the
-		// cut holds, a streamlet ordered by one of them gets only a as
-		// its other replica (degraded, counted and logged).
+			chans: chans, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: cut(other1, other2, true)},
+		// The leader and another node cut off from each other alone:
+		// each sees the other down while both keep a majority with the
+		// third, which sees both alive. The leader keeps its lease on the
+		// log through the third node (or loses it, and a new one is
+		// elected): either way only the committed lists decide, so
+		// nothing acknowledged may be lost or announced lost to a live
+		// subscriber, no position acknowledged twice. The cut node's
+		// gateway reaches the leader through no link: its grants fail
+		// until the cut heals or it is sent elsewhere.
+		{name: "partition-leader", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
+			chans: chans, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: cut(leader, other1, true)},
+		// N = 3 on three nodes: every streamlet is on every node; while
+		// the cut holds, a streamlet ordered by one of the two gets only
+		// the leader as its other replica (degraded, counted and logged).
 		{name: "one-way-replica-r3", flags: []string{"--replicas", "3"}, noLoss: true, outcomeBound: true, needsNft: true,
-			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: cut(1, 2, false)},
+			chans: chans, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: cut(other1, other2, false)},
 		{name: "one-way-replica", flags: []string{"--replicas", "2"}, noLoss: true, outcomeBound: true, needsNft: true,
-			chans: byA21, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
-			fault: cut(1, 2, false)},
+			chans: chans, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, replay: true,
+			fault: cut(other1, other2, false)},
 	}
 }

@@ -5,6 +5,7 @@ package fault
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,36 +58,37 @@ func wanted(name string) bool {
 }
 
 // TestFault runs the fault cases, each on a fresh three-node cluster
-// (nodes a, b, c; the fault always hits c, except where said).
+// (nodes a, b, c; the fault hits c, except where said). The metadata
+// log's leader manages every channel; a forms the cluster and normally
+// leads.
 func TestFault(t *testing.T) {
 	needRoot(t)
 	bin := buildSluice(t)
-	ab := func(t *testing.T, names []string) []string { return managedBy(t, "fault.ab", nchans, names, "a", "b") }
-	byC := func(t *testing.T, names []string) []string { return managedBy(t, "fault.c", nchans, names, "c") }
-	byA := func(t *testing.T, names []string) []string { return managedBy(t, "fault.a", nchans, names, "a") }
-	// Four channels of b: at the two publishers' 200 messages per second
-	// each takes 50, enough to reach past a streamlet's 500 positions
-	// within the case.
-	byB4 := func(t *testing.T, names []string) []string { return managedBy(t, "fault.b", 4, names, "b") }
-	every := func(t *testing.T, names []string) []string {
-		return managedBy(t, "fault.all", nchans, names, "a", "b", "c")
+	every := chanNames("fault.all", nchans)
+	// pauseNode stops node i(tp) for the fault's length (SIGSTOP, then
+	// SIGCONT).
+	pauseNode := func(i func(tp *topo) int) func(tp *topo) {
+		return func(tp *topo) {
+			n := tp.nodes[i(tp)]
+			tp.t.Logf("pausing %s", n.name)
+			n.signal(tp.t, syscall.SIGSTOP)
+			defer n.signal(tp.t, syscall.SIGCONT)
+			time.Sleep(faultFor) // the fault's length
+		}
 	}
-	pause := func(tp *topo) {
-		c := tp.nodes[2]
-		c.signal(tp.t, syscall.SIGSTOP)
-		defer c.signal(tp.t, syscall.SIGCONT)
-		time.Sleep(faultFor) // the fault's length
-	}
+	c := func(*topo) int { return 2 }
+	theLeader := func(tp *topo) int { return slices.Index(tp.names(), tp.leaderName()) }
 	cases := []faultCase{
-		// c only hosts streamlets (placement puts a channel's streamlets
-		// on nodes other than its manager): no client is on c and it
-		// manages none of the channels.
-		{name: "pause-host", chans: ab, pubs: []int{0, 1}, subs: []int{0, 1}, fault: pause},
-		// c manages every channel; clients are on a and b, which host.
-		{name: "pause-manager", chans: byC, pubs: []int{0, 1}, subs: []int{0, 1}, fault: pause},
+		// c serves no client; it hosts streamlets (and leads the
+		// metadata log only if an election chose it: a forms the
+		// cluster).
+		{name: "pause-host", chans: every, pubs: []int{0, 1}, subs: []int{0, 1}, fault: pauseNode(c)},
+		// The leader of the metadata log, which manages every channel, is
+		// paused; clients on a and b.
+		{name: "pause-leader", chans: every, pubs: []int{0, 1}, subs: []int{0, 1}, fault: pauseNode(theLeader)},
 		// c is the gateway of a publisher and a subscriber (and hosts
-		// some streamlets); it manages none of the channels.
-		{name: "pause-gateway", chans: ab, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: pause},
+		// some streamlets).
+		{name: "pause-gateway", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: pauseNode(c)},
 		// c's bridge port down: c is cut off from its peers and clients.
 		{name: "partition", chans: every, pubs: []int{0, 1, 2}, subs: []int{0, 1, 2}, fault: func(tp *topo) {
 			c := tp.nodes[2]
@@ -102,39 +104,31 @@ func TestFault(t *testing.T) {
 			time.Sleep(faultFor)
 		}},
 		// c's packets to b are dropped: c, a reader node, cannot reach b,
-		// a host, while the manager a reaches both. c's subscribers of
-		// streamlets on b are sent to another node.
+		// a host, while the leader reaches both. c's subscribers of
+		// streamlets only b can serve are sent to another node.
 		// The cut lasts longer than the bound: waiting for the heal would
 		// not do.
-		{name: "reader-cut-from-host", chans: byA, pubs: []int{0, 1}, subs: []int{0, 2}, fault: func(tp *topo) {
+		{name: "reader-cut-from-host", chans: every, pubs: []int{0, 1}, subs: []int{0, 2}, fault: func(tp *topo) {
 			undo := tp.dropToPeers(tp.nodes[2], tp.nodes[1])
 			defer undo()
 			time.Sleep(bound + 4*time.Second)
 		}},
-		// b manages every channel and hosts none (placement puts them on
-		// a and c). c is cut off until b's link to it has failed and b
-		// has moved the writers of the streamlets c held to new ones on
-		// a (c's were declared lost; nothing can be recorded on c), then
-		// a is killed: b, alone, loses its quorum and forgets its
-		// channels. c comes back with its streamlets sealed short and
-		// naming no successor; b and c are a majority and b rebuilds from
-		// what they report: it must not continue at the ends c reports,
-		// below the positions acknowledged on a (the fault suite's
-		// kill-during-partition failure with default timing): the
-		// subscribers would miss what a held, unannounced, and once the
-		// channel reached those positions again they would be acknowledged
-		// twice. a restarts
-		// (empty) only once b and c have been back together for a while:
-		// a majority of b and a restarted a would know nothing of c's
-		// streamlets and start the channels anew (safe, but another case).
-		{name: "failover-then-kill", chans: byB4, pubs: []int{1, 1}, subs: []int{1, 2}, fault: func(tp *topo) {
+		// c is cut off until the writers of the streamlets it held have
+		// moved to new ones, then a is killed: b alone holds no majority
+		// of the metadata log, which stops (no grant, no acknowledgement:
+		// publishes are refused or their outcome unknown). c is healed:
+		// b and c are a majority again and continue from the committed
+		// lists, at the committed ends (never below a position
+		// acknowledged on a's replicas). a restarts empty, a new
+		// incarnation, once b and c have been back together for a while.
+		{name: "failover-then-kill", chans: chanNames("fault.b", 4), pubs: []int{1, 1}, subs: []int{1, 2}, fault: func(tp *topo) {
 			a, c := tp.nodes[0], tp.nodes[2]
 			tp.cut(c)
-			time.Sleep(2*rpcTimeout + 3*time.Second) // b's link to c fails; writes move to a
+			time.Sleep(2*rpcTimeout + 3*time.Second) // b's link to c fails; writes move away from c
 			a.kill(tp.t)
 			time.Sleep(time.Second)
 			tp.heal(c)
-			time.Sleep(4*rpcTimeout + 2*time.Second) // b and c again (c stays down in b's view for 5 s)
+			time.Sleep(4*rpcTimeout + 2*time.Second) // b and c again
 			tp.start(a)
 		}},
 		// c cut off, then a killed (-9) while c is away; c healed and a
