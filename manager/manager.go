@@ -55,9 +55,11 @@ type Cluster interface {
 	// Usable reports whether node is live, reachable and not draining: it
 	// may get new streamlets and counts as a holder of what it holds.
 	Usable(node string) bool
-	// Gone reports whether node is known dead or departed (the
-	// membership's failure detector said so): what it held will not come
-	// back. A node merely unreachable now is not gone.
+	// Gone reports whether what node held will not come back: it runs
+	// another incarnation than the recorded one (it restarted: hosts keep
+	// streamlets in memory only), or it has been dead or departed for the
+	// cluster's bound (cluster.Options.NodeGoneAfter). A node merely
+	// unreachable, paused or cut off for less is not gone.
 	Gone(node string) bool
 	// Copy makes node to take over a complete copy of the closed
 	// streamlet ref of channel (epoch) from its holder ref.Host; it
