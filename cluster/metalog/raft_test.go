@@ -390,9 +390,11 @@ func TestRaft_DeadVoterReplaced(t *testing.T) {
 
 // TestRaft_BootstrapExpectWaits: with bootstrap-expect 3, two nodes wait
 // (many reconcile rounds, no state, no leader); when the third appears
-// only the smallest-named bootstraps and all three end as voters.
+// only the smallest-named bootstraps, and all three are voters from the
+// first configuration: no promotion is needed (none can happen here: a
+// non-voter would have to be caught up for an hour).
 func TestRaft_BootstrapExpectWaits(t *testing.T) {
-	c := newTestCluster(t, func(cfg *Config) { cfg.BootstrapExpect = 3 })
+	c := newTestCluster(t, func(cfg *Config) { cfg.BootstrapExpect = 3; cfg.StableAfter = time.Hour })
 	c.startAll(false, "b", "c")
 	waitFor(t, testTimeout, "20 reconcile rounds on each node", func() bool {
 		for _, n := range c.live() {

@@ -82,6 +82,32 @@ func shouldBootstrap(self Member, members []Member, expect int) bool {
 	return count >= expect && smallest == self.Name
 }
 
+// bootstrapVoters returns the voters of a new cluster that self
+// bootstraps (shouldBootstrap said so): the members it counted (alive, not
+// draining, with an empty log and a Raft address), smallest names first,
+// as many as votersFor allows, self always among them. So a cluster
+// started with bootstrap-expect 3 has three voters from its first entry,
+// as Consul's bootstrap-expect does, and survives the loss of any one at
+// once, instead of one voter until the others were promoted (a leader
+// killed in its first seconds stopped the whole cluster).
+func bootstrapVoters(self Member, members []Member, maxVoters int) []cfgServer {
+	var cands []Member
+	for _, m := range members {
+		if m.Name != self.Name && m.Alive && !m.Left && !m.Draining && !m.Bootstrapped && m.ServerID != "" && m.Addr != "" {
+			cands = append(cands, m)
+		}
+	}
+	slices.SortFunc(cands, func(a, b Member) int { return cmp.Compare(a.Name, b.Name) })
+	out := []cfgServer{{ID: self.ServerID, Addr: self.Addr, Voter: true}}
+	for _, m := range cands {
+		if len(out) >= votersFor(len(cands)+1, maxVoters) {
+			break
+		}
+		out = append(out, cfgServer{ID: m.ServerID, Addr: m.Addr, Voter: true})
+	}
+	return out
+}
+
 // votersFor returns the number of voters for n members able to vote: the
 // largest odd number <= min(n, limit), and at least 1.
 func votersFor(n, limit int) int {

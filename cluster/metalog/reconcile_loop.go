@@ -51,7 +51,7 @@ func (r *Raft) reconcile(rs *reconcileState) {
 	if !r.hasState.Load() {
 		self := members[len(members)-1]
 		if shouldBootstrap(self, members, r.cfg.BootstrapExpect) {
-			r.bootstrap()
+			r.bootstrap(bootstrapVoters(self, members, r.cfg.MaxVoters))
 		}
 		return
 	}
@@ -104,18 +104,21 @@ func (r *Raft) applyChange(c change) error {
 	return f.Error()
 }
 
-// bootstrap starts a new cluster with this node as its only voter; the
-// others are added by the reconcile loop of the leader it becomes.
-func (r *Raft) bootstrap() {
-	f := r.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{
-		{Suffrage: raft.Voter, ID: raft.ServerID(r.id), Address: raft.ServerAddress(r.addr)},
-	}})
+// bootstrap starts a new cluster whose first configuration has voters
+// (this node and members seen with empty logs, bootstrapVoters); the
+// others are added by the reconcile loop of the leader elected.
+func (r *Raft) bootstrap(voters []cfgServer) {
+	servers := make([]raft.Server, 0, len(voters))
+	for _, v := range voters {
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v.ID), Address: raft.ServerAddress(v.Addr)})
+	}
+	f := r.raft.BootstrapCluster(raft.Configuration{Servers: servers})
 	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		r.log.Warn("metalog: bootstrap failed", "err", err)
 		return
 	}
 	r.bootstraps.Add(1)
-	r.log.Info("metalog: bootstrapped a new cluster", "server", r.id, "expect", r.cfg.BootstrapExpect)
+	r.log.Info("metalog: bootstrapped a new cluster", "server", r.id, "expect", r.cfg.BootstrapExpect, "voters", len(voters))
 	r.markState()
 }
 

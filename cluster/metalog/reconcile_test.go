@@ -3,6 +3,7 @@ package metalog
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,6 +64,44 @@ func TestShouldBootstrap(t *testing.T) {
 	for _, c := range cases {
 		if got := shouldBootstrap(c.self, c.members, c.expect); got != c.want {
 			t.Errorf("%s: got %v", c.name, got)
+		}
+	}
+}
+
+// TestBootstrapVoters: a new cluster's first configuration names as
+// voters the bootstrapping node and the members it counted, smallest
+// names first, an odd number up to the cap; members that are dead,
+// draining, have state or no Raft address are left to be added later.
+func TestBootstrapVoters(t *testing.T) {
+	dead := func(m Member) Member { m.Alive = false; return m }
+	drain := func(m Member) Member { m.Draining = true; return m }
+	noAddr := func(m Member) Member { m.Addr = ""; return m }
+	ids := func(vs []cfgServer) string {
+		var out []string
+		for _, v := range vs {
+			if !v.Voter || v.Addr == "" {
+				return "a server without vote or address"
+			}
+			out = append(out, nodeOf(v.ID))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		name    string
+		self    Member
+		members []Member
+		max     int
+		want    string
+	}{
+		{"alone", empty("a"), nil, 5, "a"},
+		{"three", empty("a"), []Member{empty("c"), empty("b"), empty("a")}, 5, "a,b,c"},
+		{"two: one voter", empty("a"), []Member{empty("b")}, 5, "a"},
+		{"four: three voters", empty("a"), []Member{empty("d"), empty("b"), empty("c")}, 5, "a,b,c"},
+		{"seven, cap 5", empty("a"), []Member{empty("b"), empty("c"), empty("d"), empty("e"), empty("f"), empty("g")}, 5, "a,b,c,d,e"},
+		{"the unfit left out", empty("a"), []Member{dead(empty("b")), drain(empty("c")), boot("d"), noAddr(empty("e")), empty("f"), empty("g")}, 5, "a,f,g"},
+	} {
+		if got := ids(bootstrapVoters(c.self, c.members, c.max)); got != c.want {
+			t.Errorf("%s: voters %s, want %s", c.name, got, c.want)
 		}
 	}
 }
