@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +272,11 @@ func runCase(t *testing.T, bin string, fc faultCase) Result {
 	size := max(fc.nodes, 3)
 	tp := newTopo(t, bin, size, append(append([]string(nil), serveFlags...), fc.flags...)...)
 	tp.caps = fc.caps
+	if serveSupports(bin, "bootstrap-expect")["bootstrap-expect"] {
+		// Started together, as an operator starts a new cluster: its
+		// first configuration has every node as a voter (up to five).
+		tp.nodeFlags = func(*node) []string { return []string{"--bootstrap-expect", strconv.Itoa(size)} }
+	}
 	for _, n := range tp.nodes {
 		tp.start(n)
 	}
