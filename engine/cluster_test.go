@@ -759,7 +759,7 @@ func TestNodeHello_RefusedBySingleNodeAndWithoutProof(t *testing.T) {
 // brought nothing back for 2 s was closed, which the host busy with the
 // 3 MB under the race detector at load average 21 did (OUTCOME_UNKNOWN
 // "nothing received for 2s" in 19 of 32 runs of eight instances at once,
-// a claim without a majority in 3). The publisher answers the PINGs the
+// with the coordination before Raft). The publisher answers the PINGs the
 // server sends it while it only reads acks for over a PingInterval (4 of
 // those runs failed on one).
 func TestCluster_BurstToRemoteHostKeepsOrder(t *testing.T) {

@@ -741,8 +741,9 @@ func (l *loop) closeGracefully(c *conn) {
 }
 
 // goAway tells every connection that the server is shutting down.
-// goAwayCutOff sends every client GOAWAY UNAVAILABLE: the node lost the
-// majority of its cluster (quorum.go), so its clients resume elsewhere.
+// goAwayCutOff sends every client GOAWAY UNAVAILABLE: the node has known
+// no leader of the metadata log for long (a minority side), so its clients
+// resume elsewhere.
 func (l *loop) goAwayCutOff() {
 	for c := range l.conns {
 		if c.closing || c.closed || c.node != nil || !c.hello {

@@ -152,8 +152,8 @@ func (g clusterGateway) Wake(channel string)            { g.s.gw.wake(channel) }
 func (g clusterGateway) SetNodes(addrs []string)        { g.s.setNodes(addrs) }
 func (g clusterGateway) Conns() int                     { return int(g.s.conns.Load()) }
 
-// CutOff sends every client connection GOAWAY: the node lost the
-// majority of its cluster (cluster/quorum.go).
+// CutOff sends every client connection GOAWAY: the node has known no
+// leader of the metadata log for long (a minority side).
 func (g clusterGateway) CutOff() {
 	for _, l := range g.s.loopList() {
 		l.execute(l.goAwayCutOff)

@@ -40,7 +40,7 @@ func ParseOpened(line string) (Opened, bool) {
 
 // OpenSets returns, for each channel, the replica set of the streamlet
 // opened last at or before at (ops in any order): the channel's open
-// streamlet then, unless it was closed since without a successor.
+// streamlet then, unless it was closed since with nothing opened after it.
 func OpenSets(ops []Opened, at time.Time) map[string][]string {
 	last := map[string]Opened{}
 	for _, o := range ops {
