@@ -41,6 +41,11 @@ type Raft struct {
 	obs    *raft.Observer
 	obsCh  chan raft.Observation
 
+	// xfer guards leadership transfers against shutdown (transferTo);
+	// xferDown is set, under its write lock, before raft shuts down.
+	xfer     sync.RWMutex
+	xferDown bool
+
 	changed chan struct{} // LeadershipChanged, one slot
 	kick    chan struct{} // wakes the reconcile loop, one slot
 	stop    chan struct{} // closed by Shutdown
@@ -532,6 +537,9 @@ func (r *Raft) Running() int { return r.g.Running() + r.stream.g.Running() }
 func (r *Raft) Shutdown() error {
 	r.downOnce.Do(func() {
 		close(r.stop)
+		r.xfer.Lock() // no transfer waits from here on (transferTo)
+		r.xferDown = true
+		r.xfer.Unlock()
 		r.raft.DeregisterObserver(r.obs)
 		err := r.raft.Shutdown().Error()
 		r.wg.Wait()

@@ -521,3 +521,33 @@ func TestConfig_Validate(t *testing.T) {
 		t.Errorf("unspecified advertise: %v", err)
 	}
 }
+
+// TestRaft_TransferAfterShutdownAnswers: a leadership transfer asked of
+// a log that shut down answers at once with ErrShutdown. raft queues the
+// request in a buffered channel its stopped loop never reads again, so a
+// request that got queued (one of two, raft's select picks at random)
+// waited forever (a test's transfer to a node killed meanwhile: 23 min).
+func TestRaft_TransferAfterShutdownAnswers(t *testing.T) {
+	c := newTestCluster(t, nil)
+	c.startAll(false, "a", "b", "c")
+	c.waitVoters("a", "b", "c")
+	l := c.leader()
+	other := "a"
+	if l.name == "a" {
+		other = "b"
+	}
+	log := l.log
+	c.shutdown(l)
+	for i := 0; i < 20; i++ {
+		done := make(chan error, 1)
+		go func() { done <- log.TransferLeadership(other) }() // awaited below
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrShutdown) {
+				t.Fatalf("transfer %d after the shutdown: %v, want ErrShutdown", i, err)
+			}
+		case <-time.After(testTimeout):
+			t.Fatalf("transfer %d after the shutdown did not answer in %v", i, testTimeout)
+		}
+	}
+}

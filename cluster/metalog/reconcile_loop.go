@@ -97,7 +97,7 @@ func (r *Raft) applyChange(c change) error {
 	case remove:
 		f = r.raft.RemoveServer(id, 0, timeout)
 	case transfer:
-		f = r.raft.LeadershipTransferToServer(id, addr)
+		return r.transferTo(id, addr)
 	default:
 		return errors.New("metalog: unknown configuration change")
 	}
