@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-rtm/sluice/host"
 	"github.com/sluice-rtm/sluice/role"
 	"github.com/sluice-rtm/sluice/wire"
 )
@@ -24,7 +25,16 @@ type rbatch struct {
 	acked []bool
 	run   []byte // records: u32 len + payload each
 	tries int    // grants tried for the batch's first record
+	// lost counts the grants whose streamlet other writers filled
+	// before this batch's first record got in (appendLocal): contention,
+	// not failure, bounded apart (maxLost).
+	lost int
 }
+
+// maxTries bounds the failed grants of a batch's first record, maxLost the
+// grants it lost to other writers of the channel; past either the batch
+// is refused UNAVAILABLE.
+const maxTries, maxLost = 8, 64
 
 func (b *rbatch) len() int { return len(b.ids) }
 
@@ -107,7 +117,7 @@ func (lc *loopChan) onGrant(g role.Grant, err error) {
 	}
 	if err != nil && lc.pend != nil {
 		b := lc.pend
-		if b.tries++; b.tries > 8 || !errors.Is(err, role.ErrStreamletClosed) {
+		if b.tries++; b.tries > maxTries || !errors.Is(err, role.ErrStreamletClosed) {
 			lc.pend = nil
 			lc.failBatch(b, wire.CodeUnavailable, err.Error())
 		}
@@ -161,7 +171,7 @@ func (lc *loopChan) retire(b *rbatch) {
 	}
 	lc.rg = nil
 	b.tries++
-	if b.tries > 8 {
+	if b.tries > maxTries {
 		lc.failBatch(b, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
 		return
 	}
@@ -236,7 +246,7 @@ func (lc *loopChan) appended(b *rbatch, g *role.Grant, res wire.NodeAppended, er
 			rest.tries = b.tries + 1
 		}
 		rest.run = b.run[off:]
-		if rest.tries > 8 {
+		if rest.tries > maxTries {
 			lc.failBatch(rest, wire.CodeUnavailable, fmt.Sprintf("no host of %q takes writes", lc.name))
 		} else {
 			lc.pend = lc.prepend(rest, lc.pend)
@@ -304,10 +314,12 @@ func (lc *loopChan) failBatch(b *rbatch, code wire.Code, text string) {
 func (lc *loopChan) appendLocal(b *rbatch) {
 	l := lc.l
 	i, run := 0, b.run
+	var refused *host.Streamlet
 	for i < b.len() && lc.w != nil {
 		rec, ext, rest, _ := wire.NextRecordExt(run)
 		pos, err := lc.w.AppendExt(rec, ext, l.now)
 		if err != nil {
+			refused = lc.w
 			lc.wAfter = lc.w.ID()
 			lc.w = nil
 			break
@@ -328,10 +340,19 @@ func (lc *loopChan) appendLocal(b *rbatch) {
 	}
 	if i < b.len() {
 		tail := &rbatch{conns: b.conns[i:], ids: b.ids[i:], acked: b.acked[i:], run: run}
-		if i == 0 { // no progress: count the failed grant
-			tail.tries = b.tries + 1
+		if i == 0 {
+			// No progress. A streamlet that took records meanwhile
+			// was filled by the channel's other writers (other loops,
+			// other nodes): the channel moves on, this batch lost the
+			// race. One that took none failed.
+			tail.tries, tail.lost = b.tries, b.lost
+			if refused != nil && refused.Buf().Len() > 0 {
+				tail.lost++
+			} else {
+				tail.tries++
+			}
 		}
-		if tail.tries > 8 {
+		if tail.tries > maxTries || tail.lost > maxLost {
 			lc.failBatch(tail, wire.CodeUnavailable, fmt.Sprintf("no streamlet of %q takes writes", lc.name))
 		} else {
 			lc.pend = lc.prepend(tail, lc.pend)
