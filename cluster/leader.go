@@ -367,13 +367,17 @@ var errLeaderUnknown = fmt.Errorf("%w: no leader of the metadata log reachable",
 
 // leaderCall runs op at the leader: local when this node leads, else a
 // request to the leader's node, retried when the leader changes or its
-// link fails, for at most callTimeout. It waits for the network.
+// link fails, for at most callTimeout. It waits for the network. A node
+// whose log has not started yet (clients are served from the start on)
+// waits for it like for a leader.
 func (c *Cluster) leaderCall(op wire.NodeOp, body []byte, local func() ([]byte, error)) ([]byte, error) {
-	rl := c.rlog.Load()
 	deadline := time.Now().Add(c.links.CallTimeout()) // a bound on waiting, not a decision: wall time
 	var last error = errLeaderUnknown
 	for {
-		ld := rl.Leadership()
+		var ld metalog.Leadership
+		if rl := c.rlog.Load(); rl != nil {
+			ld = rl.Leadership()
+		}
 		if ld.Self && c.mgr.Leading() {
 			return local()
 		}
