@@ -51,15 +51,19 @@ func leftOut(c meta.Change, node string) bool {
 }
 
 // settle ends a replicated streamlet's replica at n records, the committed
-// end, when it is not sealed there yet and holds more, or is the orderer
-// (which would otherwise take appends no follower will confirm). A
-// follower holding n or fewer is left to its orderer's stream, which
-// closes it; a single copy was sealed by its host before its end was
+// end, when it is not sealed yet: every replica the committed set names
+// holds at least n (a close's end is what every replica acknowledged, a
+// recovery keeps only replicas holding its length), so the committed
+// close alone ends it, whether or not its orderer's SEALED notice ever
+// comes (nemesis seed 5: a follower cut off one-way from its orderer held
+// all 30 records of a closed streamlet, unsealed, as its only listed
+// holder; copies from it never completed and replays announced its range
+// lost). A single copy was sealed by its host before its end was
 // committed.
 func (s *Streamlet) settle(n int, set []string) (kept bool) {
 	s.mu.Lock()
 	r := s.repl
-	act := r != nil && !s.buf.Sealed() && (s.buf.Written() > n || (r.orderer && s.buf.Written() == n))
+	act := r != nil && !s.buf.Sealed() && s.buf.Written() >= n
 	s.mu.Unlock()
 	if !act {
 		return true

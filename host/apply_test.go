@@ -57,3 +57,32 @@ func TestApply_FreesWhatTheListsTakeAway(t *testing.T) {
 		})
 	}
 }
+
+// TestApply_SealsAFollowerAtTheCommittedEnd: the committed close ends a
+// follower's replica that holds exactly the committed records, though its
+// orderer's SEALED notice never came (nemesis seed 5: a follower cut off
+// one-way from its orderer stayed unsealed as the only listed holder;
+// copies from it never completed, replays announced its range lost); one
+// that holds more is cut back to the end.
+func TestApply_SealsAFollowerAtTheCommittedEnd(t *testing.T) {
+	for _, held := range []int{3, 5} {
+		h := New("h", time.Now)
+		g := role.Grant{Channel: "ch", Epoch: 1, Streamlet: 1, First: 10, LimitMsgs: 10, LimitSize: 1 << 20, LeaseEnd: 1 << 62,
+			Replicas: []string{"b", "h"}}
+		if err := h.HostStreamlet(g); err != nil {
+			t.Fatal(err)
+		}
+		s := h.Streamlet(1)
+		rec := func(int) ([]byte, bool, int64) { return []byte("r"), false, 1 }
+		if _, err := s.Replicate("b", 1, 0, held, 3, false, rec); err != nil {
+			t.Fatal(err)
+		}
+		ref := role.StreamletRef{ID: 1, Host: "b", Replicas: []string{"b", "h"}, First: 10, End: 13, Closed: true}
+		if freed := h.Apply(meta.Change{Kind: meta.KindClose, Closed: []role.StreamletRef{ref}}); len(freed) != 0 {
+			t.Fatalf("held %d: freed %v", held, freed)
+		}
+		if !s.Buf().Sealed() || s.Buf().Len() != 3 {
+			t.Fatalf("held %d: sealed %v with %d records, want sealed with 3", held, s.Buf().Sealed(), s.Buf().Len())
+		}
+	}
+}
