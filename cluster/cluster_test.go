@@ -238,7 +238,9 @@ func TestLeaderCall_BeforeTheLogStarted(t *testing.T) {
 		Options: Options{Listen: "127.0.0.1:0", RPCTimeout: 20 * time.Millisecond},
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
 	m := manager.New(manager.Config{Node: "a", NewID: h.NewID, Clock: time.Now, State: st, Log: c, Cluster: c.Hooks(),
-		Limits: func(string) role.Limits { return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute} }})
+		Limits: func(string) role.Limits {
+			return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
+		}})
 	c.SetManager(m)
 	if _, _, err := c.Info("ch", true); !errors.Is(err, role.ErrUnavailable) {
 		t.Fatalf("Info before the log started: %v, want UNAVAILABLE", err)
