@@ -57,7 +57,7 @@ func Build(dir string, race bool, timeout time.Duration) (string, error) {
 type Proc struct {
 	Name string
 	Log  string // path of the log file
-	Dir  string // working directory ("" = the test's)
+	Dir  string // working directory ("": the directory of Log)
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process started last has exited and its output is in Log
@@ -68,7 +68,9 @@ type Proc struct {
 // until the process has logged that it is ready. It fails the test when
 // the process exits first or is not ready within ReadyTimeout; the caller
 // stops the process (Stop in a cleanup). Start must not be called while
-// the process started before still runs.
+// the process started before still runs. The process runs in the
+// directory of its log (the test's), so whatever it writes at a relative
+// path (a default data directory) never lands in the source tree.
 func (p *Proc) Start(t testing.TB, env []string, argv ...string) {
 	t.Helper()
 	f, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -79,6 +81,9 @@ func (p *Proc) Start(t testing.TB, env []string, argv ...string) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = p.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = filepath.Dir(p.Log)
+	}
 	// One writer for both: exec copies them from one pipe, on one
 	// goroutine, which Wait waits for.
 	cmd.Stdout, cmd.Stderr = w, w
