@@ -33,6 +33,9 @@ type testCluster struct {
 	logger *slog.Logger
 	base   string // the nodes' data directories are under it
 
+	// gate and entered go to every kvFSM started (kvFSM.gate).
+	gate, entered chan struct{}
+
 	mu      sync.Mutex
 	nodes   map[string]*testNode
 	members map[string]*Member
@@ -115,6 +118,7 @@ func (c *testCluster) start(name string, persist bool, mod func(*Config)) *testN
 		n.fsm, n.app = nil, c.newApp()
 	} else {
 		n.fsm = newKV()
+		n.fsm.gate, n.fsm.entered = c.gate, c.entered
 		n.app = n.fsm
 	}
 	cfg := testConfig(name, n.dir)

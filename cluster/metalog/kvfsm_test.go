@@ -21,6 +21,10 @@ type kvFSM struct {
 	last      uint64
 	applied   int
 	violation error
+
+	// gate, when set before the log starts, holds Apply of a 'g' command
+	// until it is closed; entered is signalled when one waits there.
+	gate, entered chan struct{}
 }
 
 func newKV() *kvFSM { return &kvFSM{kv: make(map[string]string)} }
@@ -57,6 +61,10 @@ func readStrs(b []byte, n int) ([]string, bool) {
 
 // Apply returns "ok", "conflict:<current>" or "bad".
 func (f *kvFSM) Apply(index uint64, cmd []byte) []byte {
+	if len(cmd) == 1 && cmd[0] == 'g' && f.gate != nil {
+		f.entered <- struct{}{}
+		<-f.gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if index <= f.last && f.violation == nil {
@@ -68,6 +76,8 @@ func (f *kvFSM) Apply(index uint64, cmd []byte) []byte {
 		return []byte("bad")
 	}
 	switch cmd[0] {
+	case 'g':
+		return []byte("ok")
 	case 's':
 		s, ok := readStrs(cmd[1:], 2)
 		if !ok {

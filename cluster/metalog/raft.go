@@ -41,10 +41,10 @@ type Raft struct {
 	obs    *raft.Observer
 	obsCh  chan raft.Observation
 
-	// xfer guards leadership transfers against shutdown (transferTo);
-	// xferDown is set, under its write lock, before raft shuts down.
-	xfer     sync.RWMutex
-	xferDown bool
+	// ops guards every wait for raft's answer against shutdown (op);
+	// opsDown is set, under its write lock, before raft shuts down.
+	ops     sync.RWMutex
+	opsDown bool
 
 	changed chan struct{} // LeadershipChanged, one slot
 	kick    chan struct{} // wakes the reconcile loop, one slot
@@ -284,12 +284,21 @@ func (r *Raft) Propose(ctx context.Context, cmd []byte) ([]byte, uint64, error) 
 	if r.raft.State() != raft.Leader {
 		return nil, 0, r.notLeader()
 	}
-	f := r.raft.Apply(cmd, timeout)
-	if err := f.Error(); err != nil {
+	var res []byte
+	var index uint64
+	err = r.op(func() error {
+		f := r.raft.Apply(cmd, timeout)
+		if err := f.Error(); err != nil {
+			return err
+		}
+		res, _ = f.Response().([]byte)
+		index = f.Index()
+		return nil
+	})
+	if err != nil {
 		return nil, 0, r.mapErr(err)
 	}
-	res, _ := f.Response().([]byte)
-	return res, f.Index(), nil
+	return res, index, nil
 }
 
 // Barrier implements Log.
@@ -301,10 +310,29 @@ func (r *Raft) Barrier(ctx context.Context) error {
 	if r.raft.State() != raft.Leader {
 		return r.notLeader()
 	}
-	if err := r.raft.Barrier(timeout).Error(); err != nil {
+	if err := r.op(func() error { return r.raft.Barrier(timeout).Error() }); err != nil {
 		return r.mapErr(err)
 	}
 	return nil
+}
+
+// op runs fn, which asks raft for something and waits for its answer,
+// unless the log shuts down. hashicorp/raft (v1.8.0) does not answer every
+// request it took once it stops: a command or configuration entry
+// committed but not yet taken by its FSM goroutine, a leadership transfer
+// queued in its buffered channel (a test's transfer to a node killed
+// meanwhile waited 23 minutes; an engine test's shutdown 17 minutes on a
+// configuration change). So every wait runs under ops's read lock, which
+// Shutdown takes before it stops raft: while one waits, raft runs and
+// answers it, within a leader lease when this node leads (committed, or
+// leadership lost) and at once when it does not.
+func (r *Raft) op(fn func() error) error {
+	r.ops.RLock()
+	defer r.ops.RUnlock()
+	if r.opsDown {
+		return ErrShutdown
+	}
+	return fn()
 }
 
 // enqueueTimeout returns how long raft may take to accept an operation:
@@ -530,19 +558,22 @@ func (r *Raft) Status() Status {
 // Running returns the log's own goroutines still running (internal/owned).
 func (r *Raft) Running() int { return r.g.Running() + r.stream.g.Running() }
 
-// Shutdown implements Log: it stops the reconcile loop and raft (whose
-// transport closes the stream layer and every connection), waits for every
-// goroutine, and closes the stores. A leader does not hand its leadership
-// over first: drain (Member.Draining) for that.
+// Shutdown implements Log: it stops the reconcile loop and the leadership
+// watcher and waits for them, then stops raft (whose transport closes the
+// stream layer and every connection), waits for every goroutine, and
+// closes the stores. A leader does not hand its leadership over first:
+// drain (Member.Draining) for that.
+//
+// Raft is stopped last, once no one waits for its answer (op).
 func (r *Raft) Shutdown() error {
 	r.downOnce.Do(func() {
 		close(r.stop)
-		r.xfer.Lock() // no transfer waits from here on (transferTo)
-		r.xferDown = true
-		r.xfer.Unlock()
+		r.wg.Wait()
+		r.ops.Lock() // no one waits for raft from here on (op)
+		r.opsDown = true
+		r.ops.Unlock()
 		r.raft.DeregisterObserver(r.obs)
 		err := r.raft.Shutdown().Error()
-		r.wg.Wait()
 		_ = r.stream.Close() // closed by the transport already; idempotent
 		r.stream.wait()
 		r.downErr = errors.Join(err, r.stores.close())

@@ -7,8 +7,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestRaft_SingleNode: a node alone (bootstrap-expect 1) bootstraps once
@@ -549,5 +552,88 @@ func TestRaft_TransferAfterShutdownAnswers(t *testing.T) {
 		case <-time.After(testTimeout):
 			t.Fatalf("transfer %d after the shutdown did not answer in %v", i, testTimeout)
 		}
+	}
+}
+
+// TestRaft_ShutdownAnswersAConfigurationChange: Shutdown stops raft only
+// once no one waits for its answer (Raft.op), so a configuration change the
+// reconcile loop waits for, and a proposal, are answered. hashicorp/raft hands a committed
+// configuration entry to its FSM goroutine, which stops at the shutdown
+// without answering what it had not taken yet, and a configuration
+// change's future does not watch the shutdown: stopped first, raft left
+// the reconcile loop, and Shutdown with it, waiting forever (an engine
+// test's cluster shutdown hung so for 17 minutes). Here the change is
+// committed behind a command the FSM holds; raft must not be shut down
+// while it waits, and the change must succeed once the FSM goes on.
+func TestRaft_ShutdownAnswersAConfigurationChange(t *testing.T) {
+	c := newTestCluster(t, func(cfg *Config) { cfg.ReconcileInterval = time.Hour })
+	c.gate, c.entered = make(chan struct{}), make(chan struct{}, 1)
+	var open sync.Once
+	release := func() { open.Do(func() { close(c.gate) }) }
+	t.Cleanup(release) // before the cluster's shutdown, should the test fail first
+	c.startAll(false, "a")
+	a := c.leader()
+	r := a.log
+	go func() { _, _, _ = r.Propose(context.Background(), []byte{'g'}) }() // answered once the gate opens
+	<-c.entered
+	changed := make(chan error, 1)
+	r.wg.Add(1) // as the reconcile loop: one of the log's own goroutines
+	r.g.Go(func() {
+		changed <- r.applyChange(change{Kind: addNonvoter, ID: "x@0000000000000001", Addr: "127.0.0.1:1"})
+	}, r.wg.Done)
+	waitFor(t, testTimeout, "the change appended", func() bool {
+		f := r.raft.GetConfiguration()
+		if f.Error() != nil {
+			return false
+		}
+		for _, s := range f.Configuration().Servers {
+			if s.ID == "x@0000000000000001" {
+				return true
+			}
+		}
+		return false
+	})
+	appended := r.raft.LastIndex()
+	proposed := make(chan error, 1)
+	go func() { // awaited below
+		res, _, err := r.Propose(context.Background(), setCmd("k", "v"))
+		if err == nil && string(res) != "ok" {
+			err = fmt.Errorf("result %q", res)
+		}
+		proposed <- err
+	}()
+	waitFor(t, testTimeout, "the proposal appended", func() bool { return r.raft.LastIndex() > appended })
+	down := make(chan error, 1)
+	go func() { down <- r.Shutdown() }() // awaited below
+	<-r.stop
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if r.raft.State() == raft.Shutdown {
+			t.Error("raft was shut down while a configuration change of the log's own goroutine waited")
+			break
+		}
+		time.Sleep(time.Millisecond) // a poll: nothing may happen in this second
+	}
+	release()
+	select {
+	case err := <-changed:
+		if err != nil {
+			t.Errorf("the configuration change: %v, want it committed", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatalf("the configuration change was not answered in %v", testTimeout)
+	}
+	select {
+	case err := <-proposed:
+		if err != nil {
+			t.Errorf("the proposal: %v, want it committed", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatalf("the proposal was not answered in %v", testTimeout)
+	}
+	select {
+	case <-down:
+	case <-time.After(testTimeout):
+		t.Fatalf("Shutdown did not return in %v", testTimeout)
 	}
 }

@@ -86,22 +86,25 @@ func (r *Raft) reconcile(rs *reconcileState) {
 func (r *Raft) applyChange(c change) error {
 	id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.Addr)
 	timeout := r.cfg.IOTimeout
-	var f raft.Future
-	switch c.Kind {
-	case addNonvoter:
-		f = r.raft.AddNonvoter(id, addr, 0, timeout)
-	case promote:
-		f = r.raft.AddVoter(id, addr, 0, timeout)
-	case demote:
-		f = r.raft.DemoteVoter(id, 0, timeout)
-	case remove:
-		f = r.raft.RemoveServer(id, 0, timeout)
-	case transfer:
+	if c.Kind == transfer {
 		return r.transferTo(id, addr)
-	default:
-		return errors.New("metalog: unknown configuration change")
 	}
-	return f.Error()
+	return r.op(func() error {
+		var f raft.Future
+		switch c.Kind {
+		case addNonvoter:
+			f = r.raft.AddNonvoter(id, addr, 0, timeout)
+		case promote:
+			f = r.raft.AddVoter(id, addr, 0, timeout)
+		case demote:
+			f = r.raft.DemoteVoter(id, 0, timeout)
+		case remove:
+			f = r.raft.RemoveServer(id, 0, timeout)
+		default:
+			return errors.New("metalog: unknown configuration change")
+		}
+		return f.Error()
+	})
 }
 
 // bootstrap starts a new cluster whose first configuration has voters
@@ -112,8 +115,8 @@ func (r *Raft) bootstrap(voters []cfgServer) {
 	for _, v := range voters {
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v.ID), Address: raft.ServerAddress(v.Addr)})
 	}
-	f := r.raft.BootstrapCluster(raft.Configuration{Servers: servers})
-	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+	err := r.op(func() error { return r.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error() })
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		r.log.Warn("metalog: bootstrap failed", "err", err)
 		return
 	}

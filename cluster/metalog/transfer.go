@@ -26,19 +26,8 @@ func (r *Raft) TransferLeadership(node string) error {
 }
 
 // transferTo asks raft to hand this node's leadership to server id and
-// waits for its answer. raft queues the request in a buffered channel that
-// its main loop stops reading when it shuts down, so a request queued as
-// raft shuts down is never answered (hashicorp/raft v1.8.0: a test's
-// transfer to a node killed meanwhile waited 23 minutes). Requests are
-// therefore queued and awaited only under xfer's read lock, which Shutdown
-// takes before it stops raft: while one waits, raft's loop runs and answers
-// it, within an election timeout when this node leads (raft's transfer
-// timer), at once when it does not.
+// waits for its answer (under op: raft never answers a transfer queued as
+// it shuts down).
 func (r *Raft) transferTo(id raft.ServerID, addr raft.ServerAddress) error {
-	r.xfer.RLock()
-	defer r.xfer.RUnlock()
-	if r.xferDown {
-		return ErrShutdown
-	}
-	return r.raft.LeadershipTransferToServer(id, addr).Error()
+	return r.op(func() error { return r.raft.LeadershipTransferToServer(id, addr).Error() })
 }
