@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,15 +32,20 @@ type mpNode struct {
 }
 
 // freePort returns a loopback port that was free for TCP and UDP a moment
-// ago (the gossip port needs both).
+// ago (the gossip port needs both), chosen at random below the kernel's
+// ephemeral range: a node restarted on its ports finds them free, since no
+// outgoing connection of any process on the machine takes a local port
+// there (a port from the ephemeral range was taken so between a kill and
+// the restart once, by another test package's connections).
 func freePort(t *testing.T) string {
 	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	low := ephemeralLow()
+	for range 200 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(low-10000)))
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		addr := l.Addr().String()
 		u, err := net.ListenPacket("udp", addr)
 		l.Close()
 		if err != nil {
@@ -50,6 +56,20 @@ func freePort(t *testing.T) string {
 	}
 	t.Fatal("no free TCP+UDP port")
 	return ""
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (Linux's default 32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if low, err := strconv.Atoi(f[0]); err == nil && low > 11000 {
+				return low
+			}
+		}
+	}
+	return 32768
 }
 
 // sluiceBin is this command built once for the tests that run it as a
