@@ -237,7 +237,7 @@ func TestLeaderCall_BeforeTheLogStarted(t *testing.T) {
 	c := New(Config{Self: "a", Instance: "i1", Host: h, State: st, Gateway: nopGateway{},
 		Options: Options{Listen: "127.0.0.1:0", RPCTimeout: 20 * time.Millisecond},
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
-	m := manager.New(manager.Config{Node: "a", NewID: h.NewID, Clock: time.Now, State: st, Log: c, Cluster: c.Hooks(),
+	m := manager.New(manager.Config{Node: "a", NewID: h.NewID, Clock: time.Now, State: st, Log: c.Hooks(), Cluster: c.Hooks(),
 		Limits: func(string) role.Limits {
 			return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
 		}})

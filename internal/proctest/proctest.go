@@ -68,9 +68,10 @@ type Proc struct {
 // until the process has logged that it is ready. It fails the test when
 // the process exits first or is not ready within ReadyTimeout; the caller
 // stops the process (Stop in a cleanup). Start must not be called while
-// the process started before still runs. The process runs in the
-// directory of its log (the test's), so whatever it writes at a relative
-// path (a default data directory) never lands in the source tree.
+// the process started before still runs. The process runs in p.Dir, or
+// else in the directory of its log (the test's), so whatever it writes at
+// a relative path (a default data directory) never lands in the source
+// tree.
 func (p *Proc) Start(t testing.TB, env []string, argv ...string) {
 	t.Helper()
 	f, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
