@@ -30,14 +30,17 @@ func envInt(tb testing.TB, name string, def int) int {
 
 // paced proposes at rate commands/s for d from p goroutines and returns
 // each proposal's latency from when it was due (so a stall of the log
-// shows in the latency of everything due meanwhile) and how many were
-// due while a second of them already waited (dropped).
-func (pr *proposer) paced(tb testing.TB, rate int, d time.Duration, p int) (lat []time.Duration, dropped int) {
+// shows in the latency of everything due meanwhile), the worst latency of
+// the proposals due in each second of the run, and how many were due
+// while a second of them already waited (dropped).
+func (pr *proposer) paced(tb testing.TB, rate int, d time.Duration, p int) (lat, worst []time.Duration, dropped int) {
 	tb.Helper()
 	due := make(chan time.Time, rate)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs atomic.Int64
+	start := time.Now()
+	worst = make([]time.Duration, int(d/time.Second)+1)
 	for range p {
 		wg.Go(func() {
 			var mine []time.Duration
@@ -47,7 +50,12 @@ func (pr *proposer) paced(tb testing.TB, rate int, d time.Duration, p int) (lat 
 					errs.Add(1)
 					continue
 				}
-				mine = append(mine, time.Since(t))
+				l := time.Since(t)
+				mine = append(mine, l)
+				sec := min(int(t.Sub(start)/time.Second), len(worst)-1)
+				mu.Lock()
+				worst[sec] = max(worst[sec], l)
+				mu.Unlock()
 			}
 			mu.Lock()
 			lat = append(lat, mine...)
@@ -56,7 +64,6 @@ func (pr *proposer) paced(tb testing.TB, rate int, d time.Duration, p int) (lat 
 	}
 	const tick = 10 * time.Millisecond
 	tk := time.NewTicker(tick)
-	start := time.Now()
 	sent := 0
 	for now := range tk.C {
 		el := now.Sub(start)
@@ -78,7 +85,7 @@ func (pr *proposer) paced(tb testing.TB, rate int, d time.Duration, p int) (lat 
 		tb.Fatalf("%d proposals failed", n)
 	}
 	slices.Sort(lat)
-	return lat, dropped
+	return lat, worst, dropped
 }
 
 // dirStats follows the nodes' data directories and logs: sampled every
@@ -139,11 +146,13 @@ func (s *dirStats) sample(tb testing.TB, c *testCluster, every time.Duration, st
 //
 //  1. fill: every channel opens Keep streamlets of two replicas
 //     (metaload; names of 22 bytes), 256 proposals in flight;
+//     then every node's snapshot catches up with it (settle);
 //  2. steady: every channel keeps rolling over at _RATE (an OPEN each,
 //     and EXPIREs of 256), the data directories sampled every second;
 //     once with snapshots as package cluster takes them (a pointer per
 //     channel captured, encoded by Persist) and once encoding on the FSM
-//     goroutine (the way before), the same run;
+//     goroutine (the way before), the same run; the worst latency of
+//     each second's proposals shows when the log stalled;
 //  3. restart: a follower shut down and started again with its
 //     directory: restart-s until it has applied what the leader had;
 //  4. wipe: a follower shut down, its directory removed, started again
@@ -167,7 +176,6 @@ func scaleRun(b *testing.B, chans, keep, rate int, steady time.Duration) {
 	c.startAll(true, "a", "b", "c")
 	c.waitVoters("a", "b", "c")
 	pr := newProposer(metaload.New(metaload.Config{Channels: chans, Keep: keep}), func() Log { return c.leader().log })
-	report := func(v float64, unit string) { b.ReportMetric(v, unit) }
 
 	// 1. Fill.
 	start := time.Now()
@@ -175,100 +183,134 @@ func scaleRun(b *testing.B, chans, keep, rate int, steady time.Duration) {
 	fill := time.Since(start)
 	b.Logf("fill: %d commands (%d OPENs) in %v: %.0f commits/s, %d retried on a new leader", last, chans*keep, fill.Round(time.Millisecond),
 		float64(last)/fill.Seconds(), pr.retries.Load())
+	// The fill outruns the snapshots (a log of 200,000 entries and more
+	// behind each): every node takes one of the whole state before the
+	// steady phases, so that the first does not inherit the fill's
+	// backlog.
+	settle := time.Now()
+	threshold := Config{}.withDefaults().SnapshotThreshold
+	waitFor(b, 5*time.Minute, "every node's snapshot to catch up with the fill", func() bool {
+		for _, n := range c.live() {
+			if st := n.log.Status(); st.LastIndex-st.SnapshotIndex >= threshold {
+				return false
+			}
+		}
+		return true
+	})
+	b.Logf("settle: every node's latest snapshot within %d entries of its log's end after %v", threshold, time.Since(settle).Round(time.Millisecond))
 
 	// 2. Steady, both ways.
 	for _, eager := range []bool{false, true} {
-		for _, n := range c.live() {
-			n.app.(*metaFSM).eager.Store(eager)
-		}
-		var ds dirStats
-		stop, done := make(chan struct{}), make(chan struct{})
-		capBefore := map[string]int{}
-		for _, n := range c.live() {
-			cp, _, _ := n.app.(*metaFSM).timings()
-			capBefore[n.name] = len(cp)
-		}
-		go ds.sample(b, c, time.Second, stop, done)
-		lat, dropped := pr.paced(b, rate, steady, 256)
-		close(stop)
-		<-done
-		var captures, persists []time.Duration
-		for _, n := range c.live() {
-			cp, ps, _ := n.app.(*metaFSM).timings()
-			captures = append(captures, cp[capBefore[n.name]:]...)
-			persists = append(persists, ps[min(capBefore[n.name], len(ps)):]...)
-		}
-		slices.Sort(captures)
-		slices.Sort(persists)
-		way := "captured"
-		if eager {
-			way = "eager"
-		}
-		pct := func(l []time.Duration, q float64) time.Duration {
-			if len(l) == 0 {
-				return 0
-			}
-			return l[min(int(float64(len(l))*q), len(l)-1)]
-		}
-		b.Logf("steady (%s): %d proposals at %d/s for %v (%d dropped: more than a second behind); latency p50 %v p99 %v p999 %v max %v",
-			way, len(lat), rate, steady, dropped, pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999), pct(lat, 1))
-		b.Logf("steady (%s): %d snapshots on the three nodes; capture (no Apply meanwhile) median %v max %v; persist median %v max %v",
-			way, len(captures), pct(captures, 0.5), pct(captures, 1), pct(persists, 0.5), pct(persists, 1))
-		b.Logf("steady (%s): per node at most %.1f MB in all, %.1f MB of WAL in %d segments, %.1f MB of snapshots in %d (+%d partial); log entries at most %d, after the latest snapshot at most %d",
-			way, float64(ds.maxTotal)/1e6, float64(ds.maxSeg)/1e6, ds.maxSegs, float64(ds.maxSnp)/1e6, ds.maxSnaps, ds.maxPartial, ds.maxLog, ds.maxAfterSnap)
-		for i, l := range ds.lines {
-			if i%10 == 0 || i == len(ds.lines)-1 {
-				b.Log(l)
-			}
-		}
-		if !eager {
-			report(float64(ds.maxTotal)/1e6, "dir-max-MB")
-			report(float64(pct(captures, 1).Microseconds())/1000, "capture-max-ms")
-			report(float64(pct(lat, 0.999).Microseconds())/1000, "p999-ms")
-		} else {
-			report(float64(pct(captures, 1).Microseconds())/1000, "eager-capture-max-ms")
-			report(float64(pct(lat, 0.999).Microseconds())/1000, "eager-p999-ms")
-		}
+		scaleSteady(b, c, pr, rate, steady, eager)
 	}
 	for _, n := range c.live() {
 		n.app.(*metaFSM).eager.Store(false)
 	}
-
 	// 3. A follower restarted with its directory; 4. one that lost it.
 	for _, wipe := range []bool{false, true} {
-		l := c.leader()
-		var f *testNode
-		for _, n := range c.live() {
-			if n != l {
-				f = n
-			}
+		scaleRestart(b, c, wipe)
+	}
+}
+
+// quantile returns the q quantile of the sorted l (0 when empty).
+func quantile(l []time.Duration, q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[min(int(float64(len(l))*q), len(l)-1)]
+}
+
+// scaleSteady runs a steady phase of BenchmarkRaft3_Meta100k: snapshots
+// captured (eager false) or encoded on the FSM goroutine (eager true).
+func scaleSteady(b *testing.B, c *testCluster, pr *proposer, rate int, steady time.Duration, eager bool) {
+	for _, n := range c.live() {
+		n.app.(*metaFSM).eager.Store(eager)
+	}
+	var ds dirStats
+	stop, done := make(chan struct{}), make(chan struct{})
+	capBefore := map[string]int{}
+	for _, n := range c.live() {
+		cp, _, _ := n.app.(*metaFSM).timings()
+		capBefore[n.name] = len(cp)
+	}
+	go ds.sample(b, c, time.Second, stop, done)
+	lat, worst, dropped := pr.paced(b, rate, steady, 256)
+	close(stop)
+	<-done
+	var captures, persists []time.Duration
+	for _, n := range c.live() {
+		cp, ps, _ := n.app.(*metaFSM).timings()
+		captures = append(captures, cp[capBefore[n.name]:]...)
+		persists = append(persists, ps[min(capBefore[n.name], len(ps)):]...)
+	}
+	slices.Sort(captures)
+	slices.Sort(persists)
+	way := "captured"
+	if eager {
+		way = "eager"
+	}
+	b.Logf("steady (%s): %d proposals at %d/s for %v (%d dropped: more than a second behind); latency p50 %v p99 %v p999 %v max %v",
+		way, len(lat), rate, steady, dropped, quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 0.999), quantile(lat, 1))
+	b.Logf("steady (%s): %d snapshots on the three nodes; capture (no Apply meanwhile) median %v max %v; persist median %v max %v",
+		way, len(captures), quantile(captures, 0.5), quantile(captures, 1), quantile(persists, 0.5), quantile(persists, 1))
+	b.Logf("steady (%s): per node at most %.1f MB in all, %.1f MB of WAL in %d segments, %.1f MB of snapshots in %d (+%d partial); log entries at most %d, after the latest snapshot at most %d",
+		way, float64(ds.maxTotal)/1e6, float64(ds.maxSeg)/1e6, ds.maxSegs, float64(ds.maxSnp)/1e6, ds.maxSnaps, ds.maxPartial, ds.maxLog, ds.maxAfterSnap)
+	var ws []string
+	for _, w := range worst {
+		ws = append(ws, strconv.FormatInt(w.Milliseconds(), 10))
+	}
+	b.Logf("steady (%s): the worst latency of the proposals due in each second, ms: %s", way, strings.Join(ws, " "))
+	for i, l := range ds.lines {
+		if i%10 == 0 || i == len(ds.lines)-1 {
+			b.Log(l)
 		}
-		target := l.app.(*metaFSM).st.Applied()
-		c.kill(f)
-		if wipe {
-			if err := os.RemoveAll(f.dir); err != nil {
-				b.Fatal(err)
-			}
+	}
+	if !eager {
+		b.ReportMetric(float64(ds.maxTotal)/1e6, "dir-max-MB")
+		b.ReportMetric(float64(quantile(captures, 1).Microseconds())/1000, "capture-max-ms")
+		b.ReportMetric(float64(quantile(lat, 0.999).Microseconds())/1000, "p999-ms")
+	} else {
+		b.ReportMetric(float64(quantile(captures, 1).Microseconds())/1000, "eager-capture-max-ms")
+		b.ReportMetric(float64(quantile(lat, 0.999).Microseconds())/1000, "eager-p999-ms")
+	}
+}
+
+// scaleRestart shuts a follower down and starts it again, with its
+// directory or (wipe) without it, and waits until it has applied what
+// the leader had.
+func scaleRestart(b *testing.B, c *testCluster, wipe bool) {
+	l := c.leader()
+	var f *testNode
+	for _, n := range c.live() {
+		if n != l {
+			f = n
 		}
-		start := time.Now()
-		c.start(f.name, true, nil)
-		opened := time.Since(start)
-		st := f.app.(*metaFSM).st
-		snapIdx := f.log.Status().SnapshotIndex
-		waitFor(b, 10*time.Minute, "the node to apply what the leader had", func() bool { return st.Applied() >= target })
-		took := time.Since(start)
-		_, _, restores := f.app.(*metaFSM).timings()
-		snapIdxNow := f.log.Status().SnapshotIndex
-		what, unit := "restart with its directory", "restart-s"
-		if wipe {
-			what, unit = "restart without its directory (a new server)", "wiped-s"
-			snapIdx = snapIdxNow
+	}
+	target := l.app.(*metaFSM).st.Applied()
+	c.kill(f)
+	if wipe {
+		if err := os.RemoveAll(f.dir); err != nil {
+			b.Fatal(err)
 		}
-		b.Logf("%s: NewRaft %v, applied the leader's index %d after %v; snapshot at %d restored in %v, %d entries after it replayed; %d channels",
-			what, opened.Round(time.Millisecond), target, took.Round(time.Millisecond), snapIdx, restores, target-snapIdx, st.Len())
-		report(took.Seconds(), unit)
-		if st.Len() != l.app.(*metaFSM).st.Len() {
-			b.Fatalf("%d channels, the leader has %d", st.Len(), l.app.(*metaFSM).st.Len())
-		}
+	}
+	start := time.Now()
+	c.start(f.name, true, nil)
+	opened := time.Since(start)
+	st := f.app.(*metaFSM).st
+	snapIdx := f.log.Status().SnapshotIndex
+	waitFor(b, 10*time.Minute, "the node to apply what the leader had", func() bool { return st.Applied() >= target })
+	took := time.Since(start)
+	_, _, restores := f.app.(*metaFSM).timings()
+	snapIdxNow := f.log.Status().SnapshotIndex
+	what, unit := "restart with its directory", "restart-s"
+	if wipe {
+		what, unit = "restart without its directory (a new server)", "wiped-s"
+		snapIdx = snapIdxNow
+	}
+	b.Logf("%s: NewRaft %v, applied the leader's index %d after %v; snapshot at %d restored in %v, %d entries after it replayed; %d channels",
+		what, opened.Round(time.Millisecond), target, took.Round(time.Millisecond), snapIdx, restores, target-snapIdx, st.Len())
+	b.ReportMetric(took.Seconds(), unit)
+	if st.Len() != l.app.(*metaFSM).st.Len() {
+		b.Fatalf("%d channels, the leader has %d", st.Len(), l.app.(*metaFSM).st.Len())
 	}
 }
