@@ -1,7 +1,9 @@
 package metalog
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +24,29 @@ func (d diskUse) String() string {
 		d.segments, d.segBytes, d.snapshots, d.snapBytes, d.partial, d.total)
 }
 
+// measureDir returns what dir holds now.
 func measureDir(tb testing.TB, dir string) diskUse {
 	tb.Helper()
+	// raft reaps old snapshots and the WAL drops segments while the log
+	// runs: a walk that met a file or directory removed under it is
+	// taken again, so that the measure is of one moment's files.
+	for range 100 {
+		d, err := walkDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return d
+	}
+	tb.Fatalf("%s: files removed under every one of 100 walks", dir)
+	return diskUse{}
+}
+
+// walkDir measures dir in one walk; an error wrapping fs.ErrNotExist
+// means something was removed during it.
+func walkDir(dir string) (diskUse, error) {
 	var d diskUse
 	err := filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
 		if err != nil {
@@ -48,10 +71,7 @@ func measureDir(tb testing.TB, dir string) diskUse {
 		}
 		return nil
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
+	return d, err
 }
 
 // TestOpenStores_RemovesPartialSnapshots: a snapshot a crash left half
