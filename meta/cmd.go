@@ -21,9 +21,11 @@ const (
 	// State.NewEpoch proposes one); an existing channel is left as it is:
 	// str8 channel, u64 epoch.
 	KindCreate Kind = 1
-	// KindOpen closes the channel's open tail as Seal says (if its tail is
-	// open) and appends New, open, at the next position, if the channel's
-	// epoch and newest streamlet are still Epoch and Tail (compare-and-set).
+	// KindOpen closes the channel's open tail as Seal says and appends
+	// New, open, at the next position, if the channel's epoch and newest
+	// streamlet are still Epoch and Tail, and that streamlet is still open
+	// when Seal is set (End > 0), closed when not (compare-and-set: the
+	// new streamlet starts where its proposer hosted it).
 	// When the channel does not exist and Tail is 0, the OPEN creates it
 	// with epoch Epoch, as CREATE does:
 	// str8 channel, u64 epoch, u64 tail, seal, new.

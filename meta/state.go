@@ -236,6 +236,12 @@ func (s *State) openCmd(c *Cmd) (Result, []Change) {
 	case !ok || ch.Epoch != c.Epoch || ch.TailID() != c.Tail:
 		return ResultConflict, nil
 	}
+	if _, open := ch.Open(); open != (c.Seal.End != 0) {
+		// The proposer saw the tail open (it says how it ends) and a
+		// CLOSE ended it since, or the reverse: the new streamlet would
+		// start elsewhere than where the proposer hosted it.
+		return ResultConflict, nil
+	}
 	for _, r := range ch.List {
 		if r.ID == c.New.ID {
 			return ResultInvalid, nil // an id is never reused within a list

@@ -103,6 +103,7 @@ func TestOpen_CompareAndSetOnTheTail(t *testing.T) {
 		openCmd("c", ep+1, 8, 101+5, 9, t0+2*sec, "c"),                                                       // wrong epoch
 		openCmd("c", 0, 0, 0, 9, t0+2*sec, "c"),                                                              // create over an existing channel
 		{Kind: KindClose, Time: t0 + 2*sec, Channel: "c", Epoch: ep, Tail: 7, Seal: Seal{End: 60, TTL: ttl}}, // closed already
+		openCmd("c", ep, 8, 0, 9, t0+2*sec, "c"),                                                             // the tail is open: it must say how it ends
 	} {
 		if r := applied(t, s, c); r != ResultConflict {
 			t.Fatalf("%v tail %d epoch %d: %v, want conflict", c.Kind, c.Tail, c.Epoch, r)
@@ -114,6 +115,28 @@ func TestOpen_CompareAndSetOnTheTail(t *testing.T) {
 	c := mustChan(t, s, "c")
 	if len(c.List) != 2 || c.List[0].End != 101 || c.List[1].First != 101 || c.Next != 101 {
 		t.Fatalf("list %+v next %d", c.List, c.Next)
+	}
+}
+
+// An OPEN that says how the tail ends expects it open: when a CLOSE ended
+// it since (the manager that opened it could not host it and closed it
+// empty), the OPEN conflicts, since its new streamlet would start at the
+// CLOSE's end, not at the end the proposer hosted it at (two managers,
+// TestTwoManagersNeverBothExtendAChannel: a streamlet hosted at 751 was
+// listed at 651).
+func TestOpen_ExpectsTheTailOpenOrClosedAsItSaw(t *testing.T) {
+	s := New()
+	applied(t, s, openCmd("c", 0, 0, 0, 7, t0, "a"))
+	ep := mustChan(t, s, "c").Epoch
+	applied(t, s, Cmd{Kind: KindClose, Time: t0 + sec, Channel: "c", Epoch: ep, Tail: 7, Seal: Seal{End: 1, TTL: ttl}})
+	if r := applied(t, s, openCmd("c", ep, 7, 1+limit, 8, t0+sec, "b")); r != ResultConflict {
+		t.Fatalf("OPEN closing a tail closed since: %v, want conflict", r)
+	}
+	if r := applied(t, s, openCmd("c", ep, 7, 0, 8, t0+sec, "b")); r != ResultOK {
+		t.Fatalf("OPEN after the closed tail: %v", r)
+	}
+	if o, _ := mustChan(t, s, "c").Open(); o.ID != 8 || o.First != 1 {
+		t.Fatalf("open streamlet %+v, want 8 at 1", o)
 	}
 }
 
