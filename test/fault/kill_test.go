@@ -197,14 +197,18 @@ func killCases() []faultCase {
 				}
 				return ""
 			})},
-		// 21 channels, publishers and live subscribers on a, b and c; the
-		// leader is killed while it also orders open streamlets and
-		// serves clients: every role at once.
-		{name: "kill-replicated/all", flags: r2, noLoss: true, replay: true, chans: chanNames("fault.r2", 21),
-			pubs: []int{0, 1, 2}, subs: []int{0, 1, 2},
+		// 21 channels, publishers and live subscribers on a, b and c,
+		// --replicas 3: the leader holds a replica of every streamlet
+		// (it hosts only when the others cannot, and with three copies
+		// on three nodes they cannot), so killing it kills the manager
+		// of every channel, a replica of every open streamlet and a
+		// gateway of publishers and subscribers at once.
+		{name: "kill-replicated/all", flags: append([]string{"--replicas", "3"}, debug...), noLoss: true, replay: true,
+			chans: chanNames("fault.r3", 21),
+			pubs:  []int{0, 1, 2}, subs: []int{0, 1, 2},
 			fault: killRole(leader, func(r Roles) string {
-				if !leads(r) || r.Ordered == 0 || r.Pubs == 0 || r.Subs == 0 {
-					return "want the leader, an orderer and a gateway of publishers and subscribers at once"
+				if !leads(r) || r.Ordered+r.Followed == 0 || r.Pubs == 0 || r.Subs == 0 {
+					return "want the leader, a replica of open streamlets and a gateway of publishers and subscribers at once"
 				}
 				return ""
 			})},
