@@ -163,12 +163,14 @@ func (c *Conn) connect(ctx context.Context, addr string) (*session, error) {
 
 // features returns the feature bits the client offers in HELLO: message
 // headers and ids, credentials that expire (AUTHED and REFRESH,
-// refresh.go), presence, and S2 when WithCompression turned it on. A server that does not
+// refresh.go), presence, filters, and S2 when WithCompression turned it on. A server that does not
 // echo FeatureHeaders is talked to as before, and publishing headers to it
 // fails with ErrHeadersUnsupported; one that does not echo FeatureS2 gets
 // and sends nothing compressed; one that does not echo FeaturePresence
 // ignores the presence SubOptions and refuses queries
-// (ErrPresenceUnsupported).
+// (ErrPresenceUnsupported); one that does not echo FeatureFilters refuses
+// filtered subscriptions and ends those a reconnect brings to it
+// (ErrFiltersUnsupported).
 func (c *Conn) features() wire.Features {
 	f := wire.FeatureHeaders | wire.FeatureRefresh | wire.FeaturePresence | wire.FeatureFilters
 	if c.opts.compressMin > 0 {
@@ -257,7 +259,8 @@ func (c *Conn) nextReq() uint32 {
 }
 
 // install makes s the current session and (re)subscribes every live
-// subscription on it. It reports false if the Conn is already closed.
+// subscription on it, except that a filtered one ends with
+// ErrFiltersUnsupported if s did not accept FeatureFilters. It reports false if the Conn is already closed.
 // Publishes kept by WithIdempotence are sent first, before any other
 // publish can reach s.
 func (c *Conn) install(s *session) bool {
@@ -269,10 +272,26 @@ func (c *Conn) install(s *session) bool {
 	expired := c.resendLocked(s)
 	c.cur.Store(s)
 	close(c.ready)
-	for _, sub := range c.subs {
+	type refused struct {
+		sub *Subscription
+		err error
+	}
+	var ended []refused
+	for id, sub := range c.subs {
+		// A filtered subscription is never resumed without its filter
+		// (which would deliver every message): it ends (filter.go).
+		if err := sub.filtersRefused(s.welcome); err != nil {
+			delete(c.subs, id)
+			ended = append(ended, refused{sub, err})
+			continue
+		}
 		c.sendSubscribe(s, sub)
 	}
 	c.mu.Unlock()
+	for _, r := range ended {
+		c.log.Warn("filtered subscription ended: the server does not offer filters", "channel", r.sub.channel, "server", s.welcome.ServerName)
+		r.sub.terminate(r.err)
+	}
 	for _, pe := range expired {
 		c.complete(pe, 0, unknownOutcome(errRetryOver))
 	}

@@ -9,8 +9,24 @@ import (
 )
 
 // ErrFiltersUnsupported: a subscription with WithFilter was asked of a
-// server that does not offer server-side filters.
+// server that does not offer server-side filters (did not accept
+// wire.FeatureFilters): Subscribe fails with it and nothing is sent, and
+// a filtered subscription whose connection was re-established with such a
+// server (another address of the list, a rolling upgrade or downgrade)
+// ends with it (Err, Next) instead of resuming without its filter, which
+// would deliver every message of the channel. The Conn's other
+// subscriptions resume as usual.
 var ErrFiltersUnsupported = errors.New("client: server does not offer filters")
+
+// filtersRefused returns the error that ends (or refuses) sub on a session
+// with welcome w: ErrFiltersUnsupported for a filtered subscription when
+// w lacks FeatureFilters, nil otherwise.
+func (sub *Subscription) filtersRefused(w wire.Welcome) error {
+	if sub.filter == nil || w.Features&wire.FeatureFilters != 0 {
+		return nil
+	}
+	return fmt.Errorf("%w (server %s): subscription to %q with filter %q", ErrFiltersUnsupported, w.ServerName, sub.channel, sub.filter)
+}
 
 // WithFilter makes the subscription receive only the channel's messages
 // for which expr, a CEL expression over the message's headers and JSON
@@ -24,7 +40,9 @@ var ErrFiltersUnsupported = errors.New("client: server does not offer filters")
 // what will never come). It resumes after a reconnect from the position
 // after the last message delivered, with the same filter. An expression
 // the server cannot compile fails Subscribe with a *ServerError
-// (INVALID_FILTER).
+// (INVALID_FILTER); one that does not offer filters fails it with
+// ErrFiltersUnsupported, and ends the subscription with it if a reconnect
+// lands on such a server.
 func WithFilter(expr string) SubOption {
 	return func(o *subOptions) error {
 		if expr == "" || len(expr) > wire.MaxFilterLen {

@@ -230,9 +230,9 @@ func (c *Conn) subscribe(ctx context.Context, channel string, fn func(Event), op
 			return nil, err
 		}
 		if s := c.cur.Load(); s != nil {
-			if sub.filter != nil && s.welcome.Features&wire.FeatureFilters == 0 {
+			if err := sub.filtersRefused(s.welcome); err != nil {
 				c.mu.Unlock()
-				return nil, fmt.Errorf("%w (server %s)", ErrFiltersUnsupported, s.welcome.ServerName)
+				return nil, err
 			}
 			for {
 				c.nextSubID++
@@ -298,7 +298,9 @@ func (sub *Subscription) Info() SubInfo {
 }
 
 // Err returns why the subscription ended (ErrUnsubscribed, an error matching
-// ErrClosed, or a *ServerError refusing a resume), or nil while it is live.
+// ErrClosed, a *ServerError refusing a resume, or an error matching
+// ErrFiltersUnsupported when a filtered subscription's connection was
+// re-established with a server without filters), or nil while it is live.
 func (sub *Subscription) Err() error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()

@@ -915,6 +915,17 @@ function errText(e) {
 }
 var PresenceUnsupportedError = class extends SluiceError {
 };
+var FiltersUnsupportedError = class extends SluiceError {
+  constructor(serverName, channel, filter) {
+    super(`sluice: server ${serverName} does not offer filters: subscription to ${JSON.stringify(channel)} with filter ${JSON.stringify(filter)}`);
+    this.serverName = serverName;
+    this.channel = channel;
+    this.filter = filter;
+  }
+  serverName;
+  channel;
+  filter;
+};
 
 // src/presence.ts
 var presence_exports = {};
@@ -1827,7 +1838,8 @@ var Client = class {
    * connection drops before the answer, the SUBSCRIBE is sent again after
    * reconnecting. Read the events with `for await (const ev of sub)` or
    * pass onEvent. A refusal rejects with ServerError; InvalidChannelError,
-   * InvalidOptionError, DrainingError and ClosedError mean nothing was sent.
+   * InvalidOptionError, DrainingError and ClosedError mean nothing was sent,
+   * as does FiltersUnsupportedError (a filter, and a server without filters).
    */
   async subscribe(channel, opts = {}) {
     validChannel(channel);
@@ -1840,7 +1852,7 @@ var Client = class {
       const n = utf8(filter).length;
       if (n < 1 || n > MAX_FILTER_LEN) throw new InvalidOptionError(`sluice: filter of ${n} bytes (1..${MAX_FILTER_LEN})`);
       if (this.cur && (this.cur.welcome.features & FEATURE_FILTERS) === 0) {
-        throw new InvalidOptionError(`sluice: server ${this.cur.welcome.serverName} does not offer filters`);
+        throw new FiltersUnsupportedError(this.cur.welcome.serverName, channel, filter);
       }
     }
     const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, subscribeFlags(opts), filter);
@@ -1867,8 +1879,17 @@ var Client = class {
     if (sub.error && !(sub.error instanceof UnsubscribedError)) throw sub.error;
     return sub;
   }
-  /** @internal Sends sub's SUBSCRIBE on s under a fresh wire id. */
+  /**
+   * @internal Sends sub's SUBSCRIBE on s under a fresh wire id; a filtered
+   * sub on a session without FeatureFilters ends with FiltersUnsupportedError
+   * instead (it is never resumed without its filter).
+   */
   sendSubscribe(s, sub) {
+    if (sub.filter !== void 0 && (s.welcome.features & FEATURE_FILTERS) === 0) {
+      this.opts.logger?.warn("sluice: filtered subscription ended: the server does not offer filters", sub.channel, s.welcome.serverName);
+      sub.end(new FiltersUnsupportedError(s.welcome.serverName, sub.channel, sub.filter));
+      return;
+    }
     let kind = sub.startKind;
     let arg = sub.startArg;
     if (sub.cursor !== 0) {
@@ -2632,6 +2653,7 @@ export {
   DEFAULT_SUB_BUFFER,
   DisconnectedError,
   DrainingError,
+  FiltersUnsupportedError,
   InvalidChannelError,
   InvalidHeadersError,
   InvalidOptionError,

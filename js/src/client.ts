@@ -8,6 +8,7 @@ import {
   ClosedError,
   DisconnectedError,
   DrainingError,
+  FiltersUnsupportedError,
   InvalidOptionError,
   PayloadTooLargeError,
   PresenceUnsupportedError,
@@ -912,7 +913,8 @@ export class Client {
    * connection drops before the answer, the SUBSCRIBE is sent again after
    * reconnecting. Read the events with `for await (const ev of sub)` or
    * pass onEvent. A refusal rejects with ServerError; InvalidChannelError,
-   * InvalidOptionError, DrainingError and ClosedError mean nothing was sent.
+   * InvalidOptionError, DrainingError and ClosedError mean nothing was sent,
+   * as does FiltersUnsupportedError (a filter, and a server without filters).
    */
   async subscribe(channel: string, opts: SubscribeOptions = {}): Promise<Subscription> {
     codec.validChannel(channel);
@@ -925,7 +927,7 @@ export class Client {
       const n = codec.utf8(filter).length;
       if (n < 1 || n > feat.MAX_FILTER_LEN) throw new InvalidOptionError(`sluice: filter of ${n} bytes (1..${feat.MAX_FILTER_LEN})`);
       if (this.cur && (this.cur.welcome.features & codec.FEATURE_FILTERS) === 0) {
-        throw new InvalidOptionError(`sluice: server ${this.cur.welcome.serverName} does not offer filters`);
+        throw new FiltersUnsupportedError(this.cur.welcome.serverName, channel, filter);
       }
     }
     const sub = new Subscription(this, channel, kind, arg, buffer, opts.onEvent, opts.onEnd, pres.subscribeFlags(opts), filter);
@@ -954,8 +956,17 @@ export class Client {
     return sub;
   }
 
-  /** @internal Sends sub's SUBSCRIBE on s under a fresh wire id. */
+  /**
+   * @internal Sends sub's SUBSCRIBE on s under a fresh wire id; a filtered
+   * sub on a session without FeatureFilters ends with FiltersUnsupportedError
+   * instead (it is never resumed without its filter).
+   */
   sendSubscribe(s: Session, sub: Subscription) {
+    if (sub.filter !== undefined && (s.welcome.features & codec.FEATURE_FILTERS) === 0) {
+      this.opts.logger?.warn("sluice: filtered subscription ended: the server does not offer filters", sub.channel, s.welcome.serverName);
+      sub.end(new FiltersUnsupportedError(s.welcome.serverName, sub.channel, sub.filter));
+      return;
+    }
     let kind = sub.startKind;
     let arg = sub.startArg;
     if (sub.cursor !== 0) {

@@ -89,3 +89,21 @@ function errText(e: unknown): string {
 
 /** A presence query to a server without presence (PROTOCOL.md 2.18); nothing was sent. */
 export class PresenceUnsupportedError extends SluiceError {}
+
+/**
+ * A subscription with a filter and a server without filters (PROTOCOL.md
+ * 2.17): subscribe() rejects with it and sends nothing, and a filtered
+ * subscription whose connection was re-established with such a server
+ * (another URL of the list, a rolling upgrade or downgrade) ends with it
+ * rather than resuming without its filter, which would deliver every
+ * message of the channel. The client's other subscriptions resume.
+ */
+export class FiltersUnsupportedError extends SluiceError {
+  constructor(
+    readonly serverName: string,
+    readonly channel: string,
+    readonly filter: string,
+  ) {
+    super(`sluice: server ${serverName} does not offer filters: subscription to ${JSON.stringify(channel)} with filter ${JSON.stringify(filter)}`);
+  }
+}

@@ -2,7 +2,7 @@
 // sockets. Each test is one behaviour of the SDK, mirroring the Go SDK's.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { connect, codec, features, UnknownOutcomeError, ServerError, ClosedError, ProtocolError, InvalidOptionError, InvalidHeadersError } from "../dist/index.js";
+import { connect, codec, features, UnknownOutcomeError, ServerError, ClosedError, ProtocolError, InvalidOptionError, InvalidHeadersError, FiltersUnsupportedError } from "../dist/index.js";
 import { FakeNet } from "./fakenet.mjs";
 
 const T = codec.FrameType;
@@ -708,5 +708,98 @@ test("filter: SUBSCRIBE carries FILTER; FDATA messages come at their positions; 
     got.map((e) => (e.kind === "message" ? [e.position, td.decode(e.payload)] : [e.kind, e.from, e.to, e.reason])),
     [[12, "a"], [15, "b"], ["gap", 20, 22, "expired"], [30, "c"]],
   );
+  c.close();
+});
+
+const FILTER = "payload.price > 100";
+
+/** Is e the end of a filtered subscription on the fake server without filters? */
+function filtersUnsupported(e) {
+  return e instanceof FiltersUnsupportedError && e.serverName === "fake" && e.channel === "f" && e.filter === FILTER;
+}
+
+test("filter: a server without filters refuses a filtered subscribe at once; nothing is sent", async () => {
+  const { net, c, ws } = await setup();
+  await assert.rejects(c.subscribe("f", { filter: FILTER }), filtersUnsupported);
+  net.push(ws, codec.encodePing(5));
+  const f = await net.frame(ws);
+  assert.equal(f.type, T.PONG, "the first frame after the refusal is the PONG");
+  c.close();
+});
+
+test("filter: a reconnect to a server without filters ends the filtered subscription with FiltersUnsupportedError, never resumed unfiltered; the unfiltered one resumes", async () => {
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_FILTERS;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket, backoffMinMs: 1, backoffMaxMs: 5 });
+  const ws = await net.conn(0);
+  let ended;
+  const pf = c.subscribe("f", { filter: FILTER, onEnd: (e) => (ended = e) });
+  const ff = await net.frame(ws, T.SUBSCRIBE);
+  assert.equal(ff.v.filter, FILTER);
+  subscribed(net, ws, ff, 1);
+  const filtered = await pf;
+  const [plain, fp] = await subscribeOn(net, c, ws, "ch", {}, 1);
+  data(net, ws, fp.v.subID, 1, "m1");
+  assert.deepEqual(await take(plain, 1), ["msg 1 m1"]);
+
+  net.welcome.features = 0; // the next server does not offer filters
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  const f2 = await net.frame(ws2, T.SUBSCRIBE);
+  assert.equal(f2.flags & codec.FLAG_FILTER, 0);
+  assert.equal(f2.v.channel, "ch");
+  assert.equal(f2.v.arg, 2);
+  assert.deepEqual(ws2.inbox.filter((f) => f.type === T.SUBSCRIBE), [], "no SUBSCRIBE for the filtered subscription");
+  subscribed(net, ws2, f2, 2);
+  data(net, ws2, f2.v.subID, 2, "m2");
+  assert.deepEqual(await take(plain, 1), ["msg 2 m2"]);
+  assert.ok(filtersUnsupported(ended), `onEnd got ${ended}`);
+  assert.ok(filtersUnsupported(filtered.error));
+  await assert.rejects(filtered.next(), filtersUnsupported);
+  assert.equal(plain.error, null);
+
+  // Ended for good: a server with filters again does not bring it back.
+  net.welcome.features = codec.FEATURE_FILTERS;
+  net.drop(ws2);
+  const ws3 = await net.conn(2);
+  const f3 = await net.frame(ws3, T.SUBSCRIBE);
+  assert.equal(f3.v.channel, "ch");
+  assert.deepEqual(ws3.inbox.filter((f) => f.type === T.SUBSCRIBE), []);
+  c.close();
+});
+
+test("filter: a filtered subscribe waiting across a reconnect to a server without filters rejects with FiltersUnsupportedError", async () => {
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_FILTERS;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket, backoffMinMs: 1, backoffMaxMs: 5 });
+  const ws = await net.conn(0);
+  const p = c.subscribe("f", { filter: FILTER });
+  await net.frame(ws, T.SUBSCRIBE);
+  net.welcome.features = 0;
+  net.drop(ws); // before SUBSCRIBED
+  await assert.rejects(p, filtersUnsupported);
+  const ws2 = await net.conn(1);
+  assert.deepEqual(ws2.inbox.filter((f) => f.type === T.SUBSCRIBE), []);
+  c.close();
+});
+
+test("filter: a reconnect to a server with filters resumes the filtered subscription with its filter after the last delivered position", async () => {
+  const net = new FakeNet();
+  net.welcome.features = codec.FEATURE_FILTERS;
+  const c = await connect("ws://a/", { WebSocket: net.WebSocket, backoffMinMs: 1, backoffMaxMs: 5 });
+  const ws = await net.conn(0);
+  const p = c.subscribe("f", { filter: FILTER });
+  const fr = await net.frame(ws, T.SUBSCRIBE);
+  subscribed(net, ws, fr, 1);
+  const sub = await p;
+  net.push(ws, features.encodeFData(fr.v.subID, [{ position: 4, body: te.encode("f4"), ext: false }]));
+  assert.deepEqual(await take(sub, 1), ["msg 4 f4"]);
+  net.drop(ws);
+  const ws2 = await net.conn(1);
+  const f2 = await net.frame(ws2, T.SUBSCRIBE);
+  assert.equal(f2.flags & codec.FLAG_FILTER, codec.FLAG_FILTER);
+  assert.equal(f2.v.filter, FILTER);
+  assert.equal(f2.v.start, codec.StartKind.POSITION);
+  assert.equal(f2.v.arg, 5);
   c.close();
 });
