@@ -58,6 +58,7 @@ type evQueue struct {
 type qItem struct {
 	first uint64
 	recs  []byte // whole records, validated by DecodeData; the Events' payloads alias it
+	off   int    // recs[off:] are the n records still to decode
 	n     int
 	ev    *Event
 }
@@ -144,7 +145,8 @@ func waitRoom(s *session, room, stop <-chan struct{}) bool {
 // held: close waits for it, after closing stop, which ends a wait here.
 func (q *evQueue) send(s *session, stop <-chan struct{}, it qItem) bool {
 	for it.count() > 0 {
-		ev := q.decode(&it)
+		var ev Event
+		q.decodeInto(&it, &ev)
 		select {
 		case q.ch <- ev:
 			continue
@@ -165,17 +167,21 @@ func (q *evQueue) send(s *session, stop <-chan struct{}, it qItem) bool {
 	return true
 }
 
-// decode returns the item's next event and moves it past that event; the
-// item has one (count() > 0).
-func (q *evQueue) decode(it *qItem) Event {
+// decodeInto sets *ev, which is zero, to the item's next event and moves
+// the item past it; the item has one (count() > 0). For a message it
+// advances the integer offset off, not the recs slice: an item lives on the
+// heap, and a pointer stored there per event would cost a write barrier per
+// message while the collector marks (as often as not under a stream of
+// copied frames).
+func (q *evQueue) decodeInto(it *qItem, ev *Event) {
 	if it.ev != nil {
-		ev := *it.ev
+		*ev = *it.ev
 		it.ev = nil
-		return ev
+		return
 	}
-	body, ext, rest, _ := wire.NextRecordExt(it.recs)
-	ev := Event{Kind: KindMessage, Channel: q.channel, Position: it.first, Payload: body}
-	it.recs, it.first, it.n = rest, it.first+1, it.n-1
+	body, ext, rest, _ := wire.NextRecordExt(it.recs[it.off:])
+	ev.Kind, ev.Channel, ev.Position, ev.Payload = KindMessage, q.channel, it.first, body
+	it.off, it.first, it.n = len(it.recs)-len(rest), it.first+1, it.n-1
 	if ext {
 		// DecodeData validated the extended body.
 		if e, err := wire.ParseExt(body, wire.TypeData); err == nil {
@@ -185,7 +191,6 @@ func (q *evQueue) decode(it *qItem) Event {
 			}
 		}
 	}
-	return ev
 }
 
 // deliver hands one event that is not a message (a gap, an epoch change)
@@ -232,7 +237,7 @@ func (q *evQueue) nextEvent(ctx context.Context, stop <-chan struct{}) (ev Event
 	q.rmu.Lock()
 	for {
 		if q.item.count() > 0 {
-			ev = q.decode(&q.item)
+			q.decodeInto(&q.item, &ev)
 			if q.item.count() > 0 || q.next < len(q.cur) {
 				// Another Next may be waiting for what this one holds.
 				signal(q.ready)
@@ -303,7 +308,9 @@ func (q *evQueue) events() <-chan Event {
 	for _, items := range [][]qItem{{q.item}, q.cur[q.next:], q.buf} {
 		for i := range items {
 			for items[i].count() > 0 {
-				q.ch <- q.decode(&items[i])
+				var ev Event
+				q.decodeInto(&items[i], &ev)
+				q.ch <- ev
 			}
 		}
 	}

@@ -320,11 +320,11 @@ func (sub *Subscription) Events() <-chan Event { return sub.q.events() }
 // are taken from the queue a batch at a time (everything queued), so Next
 // costs little per event; it may be called from several goroutines, each
 // event going to one of them.
-func (sub *Subscription) Next(ctx context.Context) (Event, error) {
+func (sub *Subscription) Next(ctx context.Context) (ev Event, err error) {
 	if q := &sub.q; q.rmu.held.CompareAndSwap(false, true) {
 		// Fast path: a message of the item being decoded.
 		if it := &q.item; it.n > 1 && it.ev == nil {
-			ev := q.decode(it)
+			q.decodeInto(it, &ev)
 			q.rmu.Unlock()
 			return ev, nil
 		}
