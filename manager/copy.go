@@ -16,12 +16,20 @@ import (
 // it from a holder and keeps it; a HOLDERS command then names the new
 // holder first, so readers read it there and a draining holder may go. This
 // is both the drain's hand-over and the re-replication after a death. The
-// leader scans for them once a second (Tick) and runs at most maxCopies at
-// once, each on the cluster's pool.
+// leader scans for them once a second (Tick) into a backlog, and at most
+// maxCopies workers on the cluster's pool take its jobs one after another:
+// a copy that ends starts the next at once, so the copy rate is bounded by
+// the copies' own latency, not by the scans (64 a second when each slot
+// waited for the next tick: after a node's death, hundreds of streamlets
+// were still single before the next fault struck).
 
 // maxCopies bounds the copies one manager runs at once: the rate limit of
 // the copy traffic (each copy is one streamlet, at most LimitSize bytes).
-const maxCopies = 16
+// maxBacklog bounds the jobs one scan queues (the next scan finds the rest).
+const (
+	maxCopies  = 16
+	maxBacklog = 4096
+)
 
 // copyJob is one streamlet to copy.
 type copyJob struct {
@@ -30,24 +38,67 @@ type copyJob struct {
 	ref     role.StreamletRef
 }
 
-// scanCopies finds the closed streamlets short of usable holders and
-// starts copies while slots are free.
+// scanCopies finds the closed streamlets short of usable holders, makes
+// them the backlog, and starts workers while slots are free.
 func (m *Manager) scanCopies() {
+	var jobs []copyJob
 	m.st.Range(func(c *meta.Channel) bool {
 		want := max(m.cfg.Limits(c.Name).Replicas, 1)
 		for _, r := range c.List {
-			if !r.Closed || r.Lost || m.usableHolders(r) >= want {
-				continue
-			}
-			if m.claimCopy(r.ID) {
-				job := copyJob{channel: c.Name, epoch: c.Epoch, ref: r}
-				if !m.cfg.Cluster.Go(func() { m.copy(job) }) {
-					m.releaseCopy(r.ID) // the pool is full: the next scan tries again
-				}
+			if r.Closed && !r.Lost && m.usableHolders(r) < want {
+				jobs = append(jobs, copyJob{channel: c.Name, epoch: c.Epoch, ref: r})
 			}
 		}
-		return true
+		return len(jobs) < maxBacklog
 	})
+	m.cmu.Lock()
+	m.backlog = jobs
+	m.cmu.Unlock()
+	for {
+		j, ok := m.nextCopy()
+		if !ok {
+			return
+		}
+		if !m.cfg.Cluster.Go(func() { m.copyLoop(j) }) {
+			m.releaseCopy(j.ref.ID) // the pool is full: the next scan tries again
+			return
+		}
+	}
+}
+
+// nextCopy takes the backlog's next job that no worker copies and claims
+// it, if a slot is free and this manager leads.
+func (m *Manager) nextCopy() (copyJob, bool) {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	if !m.leading.Load() {
+		m.backlog = nil
+		return copyJob{}, false
+	}
+	if len(m.copying) >= maxCopies {
+		return copyJob{}, false
+	}
+	for len(m.backlog) > 0 {
+		j := m.backlog[0]
+		m.backlog = m.backlog[1:]
+		if !m.copying[j.ref.ID] {
+			m.copying[j.ref.ID] = true
+			return j, true
+		}
+	}
+	return copyJob{}, false
+}
+
+// copyLoop is a copy worker: it copies j, then the backlog's next jobs,
+// until the backlog is empty.
+func (m *Manager) copyLoop(j copyJob) {
+	for {
+		m.copy(j)
+		var ok bool
+		if j, ok = m.nextCopy(); !ok {
+			return
+		}
+	}
 }
 
 // usableHolders counts the usable nodes among ref's holders.
@@ -61,16 +112,20 @@ func (m *Manager) usableHolders(ref role.StreamletRef) int {
 	return n
 }
 
-// claimCopy marks streamlet id as being copied; false if it is already, or
-// every slot is taken.
-func (m *Manager) claimCopy(id uint64) bool {
-	m.cmu.Lock()
-	defer m.cmu.Unlock()
-	if m.copying[id] || len(m.copying) >= maxCopies {
-		return false
+// copyDue returns the current state of j's streamlet and whether it still
+// needs a copy (a job may wait in the backlog while the lists change).
+func (m *Manager) copyDue(j copyJob) (role.StreamletRef, bool) {
+	c, ok := m.st.Channel(j.channel)
+	if !ok || c.Epoch != j.epoch {
+		return role.StreamletRef{}, false
 	}
-	m.copying[id] = true
-	return true
+	want := max(m.cfg.Limits(c.Name).Replicas, 1)
+	for _, r := range c.List {
+		if r.ID == j.ref.ID {
+			return r, r.Closed && !r.Lost && m.usableHolders(r) < want
+		}
+	}
+	return role.StreamletRef{}, false
 }
 
 func (m *Manager) releaseCopy(id uint64) {
@@ -88,6 +143,11 @@ var errNoCopyTarget = errors.New("manager: no node can take a copy")
 // holder.
 func (m *Manager) copy(j copyJob) {
 	defer m.releaseCopy(j.ref.ID)
+	ref, due := m.copyDue(j)
+	if !due {
+		return
+	}
+	j.ref = ref
 	err := m.copyTo(j)
 	switch {
 	case errors.Is(err, errNoCopyTarget):

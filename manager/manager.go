@@ -159,6 +159,7 @@ type Manager struct {
 	// copies in flight (copy.go), by streamlet id, under cmu.
 	cmu                    sync.Mutex
 	copying                map[uint64]bool
+	backlog                []copyJob // the last scan's jobs not taken yet, under cmu
 	copiesDone, copiesFail atomic.Int64
 	lastCopyScan           atomic.Int64
 

@@ -425,3 +425,56 @@ func TestDecideRecovery_NeverLosesAnAcknowledgedRecord(t *testing.T) {
 		}
 	}
 }
+
+// A copy slot that frees takes the backlog's next streamlet at once: every
+// streamlet a dead node leaves short of a holder is copied after one scan,
+// by the workers that scan starts (at most maxCopies), with no scan in
+// between. Each slot waited for the next tick before: at most maxCopies
+// copies per tick (64 a second), and a node's death left hundreds of
+// streamlets single for seconds (nemesis seed 1: the next kill lost one).
+func TestCopies_AFreedSlotTakesTheNextJob(t *testing.T) {
+	e := newEnv(t, 2, "a", "b", "c")
+	var after uint64
+	for range 3 * maxCopies {
+		g := e.grant("ch", after)
+		e.publish(g, 1)
+		after = g.Streamlet
+	}
+	e.grant("ch", after) // closes the last
+	e.cl.set("c", func(n *testNode) { n.gone = true })
+	if err := e.m.NodeGone("c", ""); err != nil {
+		t.Fatal(err)
+	}
+	short := 0
+	for _, r := range e.channel("ch").List {
+		if r.Closed && len(r.Set()) < 2 {
+			short++
+		}
+	}
+	if short <= maxCopies {
+		t.Fatalf("%d streamlets short of a holder: the test needs more than %d", short, maxCopies)
+	}
+	e.cl.mu.Lock()
+	e.cl.hold = true
+	e.cl.mu.Unlock()
+	e.clock.advance(time.Second)
+	e.m.Tick(e.clock.now())
+	e.cl.mu.Lock()
+	workers := e.cl.held
+	e.cl.held, e.cl.hold = nil, false
+	e.cl.mu.Unlock()
+	if len(workers) != maxCopies {
+		t.Fatalf("%d copy workers started for %d streamlets, want %d", len(workers), short, maxCopies)
+	}
+	for _, w := range workers {
+		w()
+	}
+	for _, r := range e.channel("ch").List {
+		if r.Closed && len(r.Set()) != 2 {
+			t.Fatalf("streamlet %d still held by %v after one scan's workers ran", r.ID, r.Set())
+		}
+	}
+	if done, _, running, _ := e.m.CopyStats(); done != int64(short) || running != 0 {
+		t.Fatalf("copies done %d running %d, want %d and 0", done, running, short)
+	}
+}
