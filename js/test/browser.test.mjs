@@ -86,7 +86,18 @@ test("console: members, channels and a typed channel's live tail with positions;
     await page.selectOption("#tail-start", "position");
     await page.fill("#tail-position", "1");
     await page.click("#tail-go");
-    await page.waitForFunction((n) => document.querySelectorAll("#tail tbody tr.message").length === n, messages.length, WAIT);
+    // The table still shows console.demo's three rows until the new tail
+    // starts: wait for the new channel's rows themselves, gap included.
+    const wantPositions = kept.map(String).reverse().join(",");
+    await page.waitForFunction(
+      (want) => {
+        const rows = [...document.querySelectorAll("#tail tbody tr")];
+        const msgs = rows.filter((tr) => tr.classList.contains("message")).map((tr) => tr.dataset.position);
+        return msgs.join(",") === want && rows.some((tr) => tr.classList.contains("gap"));
+      },
+      wantPositions,
+      WAIT,
+    );
     const tailRows = await page.$$eval("#tail tbody tr", (trs) => trs.map((tr) => [tr.className, tr.cells[0].textContent, tr.cells[2].textContent]));
     assert.deepEqual(tailRows, [
       ...kept.map((p, i) => ["message", String(p), messages[i]]).reverse(),
