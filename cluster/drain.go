@@ -137,9 +137,13 @@ var errCopy = errors.New("cluster: copy failed")
 // Holding it already is success only once this node's state has applied
 // the streamlet's close: a replica the close left out of the set (this
 // node was cut off from its orderer) is freed by that close (host.Apply),
-// and must not pass for a copy. After the close, a streamlet held here is
-// an earlier try's adopted copy (its HOLDERS did not commit): a complete
-// copy of the committed records (Adopt checked them).
+// and must not pass for a copy. After the close, a streamlet held here
+// counts only if it holds exactly the committed records, sealed
+// (holdsExactly: an earlier try's adopted copy whose HOLDERS did not
+// commit); anything else held under the id is not what the lists will
+// name this node holding (a copy target is not a listed holder), so it is
+// freed and copied afresh: the HOLDERS that follows a copy must never list
+// a node that does not hold the committed records.
 //
 // A restarted node copies only once its state has applied the NODE_GONE
 // that recorded its incarnation: that command takes the node out of every
@@ -151,8 +155,14 @@ func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) 
 	if !c.waitState(c.copyTimeout(), ready) {
 		return fmt.Errorf("%w: streamlet %d: this node's state does not list it closed, or not this node's incarnation (it lags the log)", errCopy, ref.ID)
 	}
-	if c.host.Streamlet(ref.ID) != nil {
-		return nil
+	if s := c.host.Streamlet(ref.ID); s != nil {
+		if holdsExactly(s, ref) {
+			return nil
+		}
+		n, sealed := s.Durable()
+		c.log.Warn("sluice cluster: a copy target held the streamlet without its committed records; freed, copied again",
+			"channel", channel, "streamlet", ref.ID, "held", n, "sealed", sealed, "committed", ref.End-ref.First)
+		c.host.Free(ref.ID)
 	}
 	if ref.Host == c.self {
 		return fmt.Errorf("%w: streamlet %d: this node is its holder but does not hold it", errCopy, ref.ID)
@@ -213,6 +223,13 @@ func (c *Cluster) copyHere(channel string, epoch uint64, ref role.StreamletRef) 
 	done = true
 	c.log.Debug("sluice cluster: holding a copy", "channel", channel, "streamlet", ref.ID, "from", ref.Host, "records", meta.Len)
 	return nil
+}
+
+// holdsExactly reports whether s holds exactly the committed records of
+// the closed streamlet ref, sealed: what a listed holder must hold.
+func holdsExactly(s *host.Streamlet, ref role.StreamletRef) bool {
+	n, final := s.Durable()
+	return final && s.First() == ref.First && uint64(n) == ref.End-ref.First
 }
 
 // copyReady reports whether a node (self, running incarnation inst) whose
