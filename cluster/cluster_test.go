@@ -180,16 +180,7 @@ func (nopGateway) CutOff()                     {}
 // fails it, though goleak's retries, which follow, would let it pass.
 func TestShutdown_StopsEveryGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	h := host.New("a", time.Now)
-	st := meta.New()
-	c := New(Config{Self: "a", Instance: "i1", Host: h, State: st, Gateway: nopGateway{},
-		Options: Options{Listen: "127.0.0.1:0", RaftTimeout: 100 * time.Millisecond},
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
-	m := manager.New(manager.Config{Node: "a", NewID: h.NewID, Clock: time.Now, State: st, Log: c.Hooks(), Cluster: c.Hooks(),
-		Limits: func(string) role.Limits {
-			return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
-		}})
-	c.SetManager(m)
+	c := unstarted(t, "a", host.New("a", time.Now), meta.New(), Options{Listen: "127.0.0.1:0", RaftTimeout: 100 * time.Millisecond})
 	if err := c.Start("127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
@@ -232,17 +223,21 @@ func TestGo_RefusesWhenFull(t *testing.T) {
 // call timeout; it panicked on the missing log (nemesis seed 4: a
 // restarted node took a client's SUBSCRIBE before its log was up).
 func TestLeaderCall_BeforeTheLogStarted(t *testing.T) {
-	h := host.New("a", time.Now)
-	st := meta.New()
-	c := New(Config{Self: "a", Instance: "i1", Host: h, State: st, Gateway: nopGateway{},
-		Options: Options{Listen: "127.0.0.1:0", RPCTimeout: 20 * time.Millisecond},
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
-	m := manager.New(manager.Config{Node: "a", NewID: h.NewID, Clock: time.Now, State: st, Log: c.Hooks(), Cluster: c.Hooks(),
-		Limits: func(string) role.Limits {
-			return role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
-		}})
-	c.SetManager(m)
+	c := unstarted(t, "a", host.New("a", time.Now), meta.New(), Options{Listen: "127.0.0.1:0", RPCTimeout: 20 * time.Millisecond})
 	if _, _, err := c.Info("ch", true); !errors.Is(err, role.ErrUnavailable) {
 		t.Fatalf("Info before the log started: %v, want UNAVAILABLE", err)
 	}
+}
+
+// unstarted returns node self's Cluster over h and st with a manager, not
+// started (no links, no metadata log).
+func unstarted(t *testing.T, self string, h *host.Host, st *meta.State, o Options) *Cluster {
+	t.Helper()
+	lim := role.Limits{Msgs: 10, Size: 1 << 20, Life: time.Second, TTL: time.Minute}
+	c := New(Config{Self: self, Instance: self + "1", Host: h, State: st, Gateway: nopGateway{}, Options: o,
+		Limits: func(string) role.Limits { return lim },
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
+	c.SetManager(manager.New(manager.Config{Node: self, NewID: h.NewID, Clock: time.Now, State: st, Log: c.Hooks(), Cluster: c.Hooks(),
+		Limits: func(string) role.Limits { return lim }}))
+	return c
 }

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -124,10 +122,7 @@ func TestCopyHere_HoldsExactlyOrCopiesAgain(t *testing.T) {
 					}
 				}
 			}
-			c := New(Config{Self: "b", Instance: "b1", Host: h, State: st, Gateway: nopGateway{},
-				Options: Options{Listen: "127.0.0.1:0", RPCTimeout: 20 * time.Millisecond},
-				Limits:  func(string) role.Limits { return lim },
-				Log:     slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Transport: nopTransport{}})
+			c := unstarted(t, "b", h, st, Options{Listen: "127.0.0.1:0", RPCTimeout: 20 * time.Millisecond})
 			err := c.copyHere("ch", epoch, ref)
 			if (err != nil) != tc.wantError {
 				t.Fatalf("copyHere: %v, want an error: %v", err, tc.wantError)
