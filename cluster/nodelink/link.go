@@ -209,6 +209,14 @@ func (l *Link) Queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header
 	if cb != nil {
 		l.calls[id] = cb
 	}
+	l.unlockAndKick()
+	return nil
+}
+
+// unlockAndKick releases l.mu (held by the caller, who queued something)
+// and, when the link is attached and no drain is due yet, asks the link's
+// loop to drain: no lock is held across the gnet call.
+func (l *Link) unlockAndKick() {
 	kick := l.attached && !l.flushing
 	if kick {
 		l.flushing = true
@@ -217,7 +225,6 @@ func (l *Link) Queue(enc func(dst []byte, id uint32) []byte, cb func(wire.Header
 	if kick {
 		l.c.Execute(l.drain)
 	}
-	return nil
 }
 
 // Pull asks the link's loop to run p's Pull at its next drain; false
@@ -229,14 +236,7 @@ func (l *Link) Pull(p Puller) bool {
 		return false
 	}
 	l.pulls = append(l.pulls, p)
-	kick := l.attached && !l.flushing
-	if kick {
-		l.flushing = true
-	}
-	l.mu.Unlock()
-	if kick {
-		l.c.Execute(l.drain)
-	}
+	l.unlockAndKick()
 	return true
 }
 
