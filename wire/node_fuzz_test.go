@@ -157,11 +157,19 @@ func checkNodeFrame(t *testing.T, ty wire.Type, id uint32, body []byte) {
 		var op wire.NodeOp
 		var opBody []byte
 		if op, opBody, err = wire.DecodeNodeRequest(body); err == nil {
-			shape, ok := opRequestShapes[op]
-			if !ok {
-				t.Fatalf("NODE_REQUEST accepted op %d, which has no shape in PROTOCOL.md 9.4", op)
+			switch {
+			case op >= wire.OpServiceFirst:
+				checkServiceOp(t, op, opBody)
+			case retiredOps[op]:
+				// A retired op decodes (its body opaque) and is answered
+				// BAD_OP by the node; only the re-encoding is checked.
+			default:
+				shape, ok := opRequestShapes[op]
+				if !ok {
+					t.Fatalf("NODE_REQUEST accepted op %d, which has no shape in PROTOCOL.md 9.4", op)
+				}
+				checkShape(t, shape, opBody)
 			}
-			checkShape(t, shape, opBody)
 			re = wire.AppendNodeRequest(nil, id, op, opBody)
 		}
 	case wire.TypeNodeResponse:
@@ -317,3 +325,33 @@ func checkShape(t *testing.T, shape string, b []byte) {
 		}
 	}
 }
+
+// checkServiceOp checks the body of a service op (PROTOCOL.md 9.5, op 32
+// and up), which has a decoder of its own rather than a 9.4 shape: it
+// fails only with ErrMalformed, and what decodes re-encodes to the same
+// bytes.
+func checkServiceOp(t *testing.T, op wire.NodeOp, body []byte) {
+	t.Helper()
+	if op != wire.OpPresenceSync {
+		t.Fatalf("NODE_REQUEST accepted service op %d, which has no decoder", op)
+	}
+	p, items, err := wire.DecodePresenceSync(body, nil)
+	if err != nil {
+		if !errors.Is(err, wire.ErrMalformed) {
+			t.Fatalf("PRESENCE_SYNC: %v does not wrap ErrMalformed", err)
+		}
+		return
+	}
+	var enc []byte
+	for i := range items {
+		enc = wire.AppendSyncItem(enc, &items[i])
+	}
+	if re := wire.AppendPresenceSync(nil, p, enc); !bytes.Equal(re, body) {
+		t.Fatalf("PRESENCE_SYNC %x re-encodes to %x", body, re)
+	}
+}
+
+// retiredOps are the ops of the coordination the metadata log replaced
+// (PROTOCOL.md 9.4: never sent, answered BAD_OP): NODE_REQUEST still
+// decodes them, with no body shape.
+var retiredOps = map[wire.NodeOp]bool{2: true, 3: true, 8: true, 18: true, 19: true}
