@@ -533,19 +533,10 @@ func (lc *loopChan) deliverCatchup() {
 		s := lc.catchup[i]
 		c := s.c
 		budget := catchupBudget
-		for !c.watchArmed && s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
-			if c.over() {
-				c.armWritable()
+		for {
+			r, ok := lc.catchupRead(s, budget)
+			if !ok {
 				break
-			}
-			r := lc.read(&s.cur, lc.live.pos, min(maxBatch, int(l.srv.maxBody)-wire.DataPrefixLen))
-			if r.kind == readNone {
-				break
-			}
-			if r.kind == readGap {
-				c.sendGap(s.id, s.cur.pos, r.gapTo, r.reason)
-				s.cur.pos = r.gapTo + 1
-				continue
 			}
 			l.batch(r).sendTo(c, s.id)
 			s.cur.pos += uint64(r.count)
@@ -568,6 +559,31 @@ func (lc *loopChan) deliverCatchup() {
 	if more {
 		lc.schedule()
 	}
+}
+
+// catchupRead reads s's next batch between its cursor and the live
+// position, sending the GAPs it meets on the way. false: nothing more to
+// send to s now (it reached the live position, budget is spent, its
+// connection waits to drain or closes, or the streamlet has no more yet).
+func (lc *loopChan) catchupRead(s *sub, budget int) (readResult, bool) {
+	c := s.c
+	for !c.watchArmed && s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
+		if c.over() {
+			c.armWritable()
+			return readResult{}, false
+		}
+		r := lc.read(&s.cur, lc.live.pos, min(maxBatch, int(lc.l.srv.maxBody)-wire.DataPrefixLen))
+		switch r.kind {
+		case readNone:
+			return r, false
+		case readGap:
+			c.sendGap(s.id, s.cur.pos, r.gapTo, r.reason)
+			s.cur.pos = r.gapTo + 1
+		default:
+			return r, true
+		}
+	}
+	return readResult{}, false
 }
 
 // addSub registers a new subscription starting at position start.

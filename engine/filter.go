@@ -349,19 +349,10 @@ func (lc *loopChan) deliverGroup(g *filterGroup) (more bool) {
 	for _, s := range g.members {
 		c := s.c
 		budget := catchupBudget
-		for !c.watchArmed && s.cur.pos < lc.live.pos && budget > 0 && !c.closing && !c.closed {
-			if c.over() {
-				c.armWritable()
+		for {
+			r, ok := lc.catchupRead(s, budget)
+			if !ok {
 				break
-			}
-			r := lc.read(&s.cur, lc.live.pos, min(maxBatch, int(l.srv.maxBody)-wire.DataPrefixLen))
-			if r.kind == readNone {
-				break
-			}
-			if r.kind == readGap {
-				c.sendGap(s.id, s.cur.pos, r.gapTo, r.reason)
-				s.cur.pos = r.gapTo + 1
-				continue
 			}
 			if gb.l == nil || gb.first != r.first || gb.count != r.count {
 				matched, complete := g.sf.cached(s.cur.s.Epoch(), r.first, l.iov, l.fmatch[:0])
