@@ -99,16 +99,9 @@ func (sub *Subscription) onFData(s *session, entries []byte) {
 		if cur != 0 && pos < cur {
 			continue // duplicate of a delivered position
 		}
-		ev := Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: body}
-		if ext {
-			e, err := wire.ParseExt(body, wire.TypeData)
-			if err != nil {
-				return
-			}
-			ev.Payload, ev.MsgID = e.Payload, e.MsgID
-			if len(e.Headers) > 0 {
-				ev.Headers = wire.AppendHeaderFields(nil, e.Headers)
-			}
+		var ev Event
+		if !sub.messageEvent(&ev, pos, body, ext) {
+			return
 		}
 		if !s.deliver(sub, ev) {
 			return

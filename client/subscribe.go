@@ -548,17 +548,9 @@ func (sub *Subscription) onData(s *session, first uint64, count uint32, records 
 				return
 			}
 		}
-		ev := Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: body}
-		if ext {
-			// DecodeData validated the extended body.
-			e, err := wire.ParseExt(body, wire.TypeData)
-			if err != nil {
-				return
-			}
-			ev.Payload, ev.MsgID = e.Payload, e.MsgID
-			if len(e.Headers) > 0 {
-				ev.Headers = wire.AppendHeaderFields(nil, e.Headers)
-			}
+		var ev Event
+		if !sub.messageEvent(&ev, pos, body, ext) {
+			return
 		}
 		if !s.deliver(sub, ev) {
 			return
@@ -566,6 +558,25 @@ func (sub *Subscription) onData(s *session, first uint64, count uint32, records 
 		cur = pos + 1
 		sub.cursor.Store(cur)
 	}
+}
+
+// messageEvent makes *ev the message event of the record at pos whose
+// body is body (an extended record body when ext: payload, message id and
+// headers parsed out); false when an extended body does not parse. It
+// fills the caller's Event rather than returning one: no copy per message.
+func (sub *Subscription) messageEvent(ev *Event, pos uint64, body []byte, ext bool) bool {
+	*ev = Event{Kind: KindMessage, Channel: sub.channel, Position: pos, Payload: body}
+	if ext {
+		e, err := wire.ParseExt(body, wire.TypeData)
+		if err != nil {
+			return false
+		}
+		ev.Payload, ev.MsgID = e.Payload, e.MsgID
+		if len(e.Headers) > 0 {
+			ev.Headers = wire.AppendHeaderFields(nil, e.Headers)
+		}
+	}
+	return true
 }
 
 // queueData is onData for a queued subscription: it skips the records at
